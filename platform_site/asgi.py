@@ -1,0 +1,23 @@
+"""HTTP goes to Django; WebSockets go to the session consumer.
+
+No origin or session middleware wraps the WebSocket: browser connections are
+authenticated by their publishable key, whose own allowed origins are checked
+before the socket is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from sessions_app.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)}
+)

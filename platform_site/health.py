@@ -1,0 +1,45 @@
+"""/healthz: is the database reachable, and Redis when one is configured."""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+
+logger = logging.getLogger(__name__)
+
+
+def _database_status() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:
+        logger.warning("healthz: database check failed: %s", type(exc).__name__)
+        return "down"
+    return "ok"
+
+
+def _redis_status() -> str:
+    if not settings.REDIS_URL:
+        return "not configured"
+    try:
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
+        )
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except redis.RedisError as exc:
+        logger.warning("healthz: redis check failed: %s", type(exc).__name__)
+        return "down"
+    return "ok"
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    checks = {"db": _database_status(), "redis": _redis_status()}
+    healthy = all(value in {"ok", "not configured"} for value in checks.values())
+    return JsonResponse(checks, status=200 if healthy else 503)

@@ -1,0 +1,208 @@
+"""REST API for keys and secrets. Parse, call a service, render; nothing else here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from platform_site.serializers import StrictSerializer, clean_with
+from secrets_app import selectors, services
+from secrets_app.authentication import request_workspace
+from secrets_app.models import ApiKey, Secret
+from secrets_app.validators import (
+    clean_agent_slugs,
+    clean_hosts,
+    clean_origins,
+    validate_secret_name,
+    validate_secret_value,
+)
+
+# ---------------------------------------------------------------- keys
+
+
+class KeyOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
+    status = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiKey
+        fields = [
+            "id", "kind", "label", "display", "prefix", "last4", "publishable_key",
+            "allowed_origins", "allowed_agents", "allow_inline_config", "status",
+            "created_at", "last_used_at", "revoked_at", "expires_at", "rolled_from",
+        ]  # fmt: skip
+
+    def get_status(self, key: ApiKey) -> str:
+        return key.status()
+
+
+class KeySettingsInput(StrictSerializer):
+    label = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    allowed_origins = serializers.ListField(child=serializers.CharField(), required=False)
+    allowed_agents = serializers.ListField(child=serializers.CharField(), required=False)
+    allow_inline_config = serializers.BooleanField(required=False)
+
+    def validate_allowed_origins(self, value: list[str]) -> list[str]:
+        return clean_with(clean_origins, value)  # type: ignore[no-any-return]
+
+    def validate_allowed_agents(self, value: list[str]) -> list[str]:
+        return clean_with(clean_agent_slugs, value)  # type: ignore[no-any-return]
+
+
+class KeyCreateInput(KeySettingsInput):
+    kind = serializers.ChoiceField(choices=ApiKey.Kind.choices)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+def _key_with_plaintext(key: ApiKey, plaintext: str) -> dict[str, Any]:
+    return {**KeyOutput(key).data, "key": plaintext}
+
+
+class KeyListCreateApi(APIView):
+    @extend_schema(responses=KeyOutput(many=True))
+    def get(self, request: Request) -> Response:
+        keys = selectors.api_key_list(workspace=request_workspace(request))
+        return Response(KeyOutput(keys, many=True).data)
+
+    @extend_schema(request=KeyCreateInput, responses={201: KeyOutput})
+    def post(self, request: Request) -> Response:
+        data = KeyCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        key, plaintext = services.api_key_create(
+            workspace=request_workspace(request), **data.validated_data
+        )
+        return Response(_key_with_plaintext(key, plaintext), status=status.HTTP_201_CREATED)
+
+
+class KeyDetailApi(APIView):
+    @extend_schema(responses=KeyOutput)
+    def get(self, request: Request, key_id: int) -> Response:
+        key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
+        return Response(KeyOutput(key).data)
+
+    @extend_schema(request=KeySettingsInput, responses=KeyOutput)
+    def patch(self, request: Request, key_id: int) -> Response:
+        key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
+        data = KeySettingsInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        key = services.api_key_update(key=key, **data.validated_data)
+        return Response(KeyOutput(key).data)
+
+
+class KeyRollInput(StrictSerializer):
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Until when the old key keeps working."
+    )
+
+
+class KeyRollApi(APIView):
+    @extend_schema(request=KeyRollInput, responses={201: KeyOutput})
+    def post(self, request: Request, key_id: int) -> Response:
+        key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
+        data = KeyRollInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            new_key, plaintext = services.api_key_roll(key=key, **data.validated_data)
+        except services.KeyRejected as rejected:
+            raise serializers.ValidationError({"key": [rejected.reason]}) from None
+        return Response(_key_with_plaintext(new_key, plaintext), status=status.HTTP_201_CREATED)
+
+
+class KeyRevokeApi(APIView):
+    @extend_schema(request=None, responses=KeyOutput)
+    def post(self, request: Request, key_id: int) -> Response:
+        key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
+        return Response(KeyOutput(services.api_key_revoke(key=key)).data)
+
+
+# ---------------------------------------------------------------- secrets
+
+
+class SecretOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = Secret
+        fields = ["name", "allowed_hosts", "created_at", "updated_at"]
+
+
+class SecretValueInput(StrictSerializer):
+    value = serializers.CharField(
+        trim_whitespace=False, validators=[validate_secret_value], write_only=True
+    )
+    allowed_hosts = serializers.ListField(child=serializers.CharField(), required=False)
+
+    def validate_allowed_hosts(self, value: list[str]) -> list[str]:
+        return clean_with(clean_hosts, value)  # type: ignore[no-any-return]
+
+
+class SecretCreateInput(SecretValueInput):
+    name = serializers.CharField(validators=[validate_secret_name])
+
+
+class SecretHostsInput(StrictSerializer):
+    allowed_hosts = serializers.ListField(child=serializers.CharField())
+
+    def validate_allowed_hosts(self, value: list[str]) -> list[str]:
+        return clean_with(clean_hosts, value)  # type: ignore[no-any-return]
+
+
+def _secret_saved(secret: Secret, created: bool) -> Response:
+    code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    return Response(SecretOutput(secret).data, status=code)
+
+
+class SecretListCreateApi(APIView):
+    @extend_schema(responses=SecretOutput(many=True))
+    def get(self, request: Request) -> Response:
+        secrets = selectors.secret_list(workspace=request_workspace(request))
+        return Response(SecretOutput(secrets, many=True).data)
+
+    @extend_schema(request=SecretCreateInput, responses={201: SecretOutput, 200: SecretOutput})
+    def post(self, request: Request) -> Response:
+        data = SecretCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        secret, created = services.secret_set(
+            workspace=request_workspace(request),
+            name=values["name"],
+            value=values["value"],
+            allowed_hosts=values.get("allowed_hosts", []),
+        )
+        return _secret_saved(secret, created)
+
+
+class SecretDetailApi(APIView):
+    @extend_schema(responses=SecretOutput)
+    def get(self, request: Request, name: str) -> Response:
+        secret = selectors.secret_get(workspace=request_workspace(request), name=name)
+        return Response(SecretOutput(secret).data)
+
+    @extend_schema(request=SecretValueInput, responses={201: SecretOutput, 200: SecretOutput})
+    def put(self, request: Request, name: str) -> Response:
+        data = SecretValueInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        clean_with(validate_secret_name, name)
+        secret, created = services.secret_set(
+            workspace=request_workspace(request),
+            name=name,
+            value=data.validated_data["value"],
+            allowed_hosts=data.validated_data.get("allowed_hosts", []),
+        )
+        return _secret_saved(secret, created)
+
+    @extend_schema(request=SecretHostsInput, responses=SecretOutput)
+    def patch(self, request: Request, name: str) -> Response:
+        secret = selectors.secret_get(workspace=request_workspace(request), name=name)
+        data = SecretHostsInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        secret = services.secret_update_hosts(secret=secret, **data.validated_data)
+        return Response(SecretOutput(secret).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, name: str) -> Response:
+        secret = selectors.secret_get(workspace=request_workspace(request), name=name)
+        services.secret_delete(secret=secret)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,146 @@
+"""All key material lives here: the secret-store keyring and the API-key pepper.
+
+Secrets are sealed with AES-256-GCM. The associated data names the workspace and
+the secret, so a ciphertext copied to another row (another tenant, another name)
+fails authentication instead of decrypting.
+
+SECRETS_KEYRING is "id:base64key,id:base64key,…", oldest first; the last key
+encrypts, every key decrypts. In DEBUG a keyring is generated once under var/.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+KEY_BYTES = 32
+NONCE_BYTES = 12
+_KEY_ID = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_DEV_KEYRING_FILE = "secrets_keyring"
+
+
+class DecryptionError(Exception):
+    """A ciphertext did not authenticate: wrong key, tampered, or moved to another row."""
+
+
+@dataclass(frozen=True)
+class Keyring:
+    keys: tuple[tuple[str, bytes], ...]  # oldest first
+
+    @property
+    def current_id(self) -> str:
+        return self.keys[-1][0]
+
+    def _key(self, key_id: str) -> bytes:
+        for candidate_id, key in self.keys:
+            if candidate_id == key_id:
+                return key
+        raise DecryptionError(f"key {key_id!r} is not in SECRETS_KEYRING")
+
+    def encrypt(self, plaintext: bytes, *, associated_data: bytes) -> tuple[str, bytes]:
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = AESGCM(self._key(self.current_id)).encrypt(nonce, plaintext, associated_data)
+        return self.current_id, nonce + sealed
+
+    def decrypt(self, key_id: str, blob: bytes, *, associated_data: bytes) -> bytes:
+        nonce, sealed = blob[:NONCE_BYTES], blob[NONCE_BYTES:]
+        try:
+            return AESGCM(self._key(key_id)).decrypt(nonce, sealed, associated_data)
+        except InvalidTag:
+            raise DecryptionError(
+                "ciphertext does not authenticate for this workspace and name "
+                "(tampered, moved to another row, or sealed under another key)"
+            ) from None
+
+
+def parse_keyring(raw: str) -> Keyring:
+    entries: list[tuple[str, bytes]] = []
+    for position, entry in enumerate(item.strip() for item in raw.split(",") if item.strip()):
+        key_id, sep, encoded = entry.partition(":")
+        if not sep or not _KEY_ID.match(key_id):
+            raise ImproperlyConfigured(
+                f"SECRETS_KEYRING entry {position + 1} must look like 'id:base64key'"
+            )
+        try:
+            key = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        except (binascii.Error, ValueError):
+            raise ImproperlyConfigured(
+                f"SECRETS_KEYRING key {key_id!r} is not valid base64"
+            ) from None
+        if len(key) != KEY_BYTES:
+            raise ImproperlyConfigured(
+                f"SECRETS_KEYRING key {key_id!r} must be {KEY_BYTES} bytes, got {len(key)}"
+            )
+        if any(existing == key_id for existing, _ in entries):
+            raise ImproperlyConfigured(f"SECRETS_KEYRING key id {key_id!r} appears twice")
+        entries.append((key_id, key))
+    if not entries:
+        raise ImproperlyConfigured("SECRETS_KEYRING is empty")
+    return Keyring(tuple(entries))
+
+
+def new_keyring_entry(key_id: str) -> str:
+    """A fresh 'id:base64key' entry to append to SECRETS_KEYRING."""
+    if not _KEY_ID.match(key_id):
+        raise ValueError("key id must be 1-32 letters, digits, '-' or '_'")
+    return f"{key_id}:{base64.urlsafe_b64encode(secrets.token_bytes(KEY_BYTES)).decode()}"
+
+
+def _dev_keyring_raw() -> str:
+    path = Path(settings.VAR_DIR) / _DEV_KEYRING_FILE
+    if not path.exists():
+        # Created with 0600 so other local users cannot read the development key.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(new_keyring_entry("dev1"))
+    return path.read_text().strip()
+
+
+@cache
+def keyring() -> Keyring:
+    raw = settings.SECRETS_KEYRING
+    if raw is None:
+        if not settings.DEBUG:
+            raise ImproperlyConfigured("SECRETS_KEYRING must be set when DEBUG=false")
+        raw = _dev_keyring_raw()
+    return parse_keyring(raw)
+
+
+def secret_associated_data(*, workspace_id: int, name: str) -> bytes:
+    return f"voice-platform/secret/v1\x00{workspace_id}\x00{name}".encode()
+
+
+@cache
+def _api_key_pepper() -> bytes:
+    if settings.API_KEY_PEPPER:
+        return settings.API_KEY_PEPPER.encode()
+    return hmac.new(settings.SECRET_KEY.encode(), b"api-key-pepper/v1", hashlib.sha256).digest()
+
+
+def api_key_hash(plaintext: str) -> str:
+    """Keyed hash of an API key: a leaked table cannot be brute-forced without the pepper."""
+    return hmac.new(_api_key_pepper(), plaintext.encode(), hashlib.sha256).hexdigest()
+
+
+def random_token(length: int) -> str:
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def reset_caches() -> None:
+    """For tests that change the keyring or pepper settings."""
+    keyring.cache_clear()
+    _api_key_pepper.cache_clear()

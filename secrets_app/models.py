@@ -1,0 +1,153 @@
+"""Tenancy and credentials: users, workspaces, memberships, API keys, secrets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractUser, BaseUserManager
+from django.db import models
+from django.utils import timezone
+
+from secrets_app.validators import validate_secret_name
+
+
+class UserManager(BaseUserManager["User"]):
+    use_in_migrations = True
+
+    def get_by_natural_key(self, username: str | None) -> User:
+        return self.get(email__iexact=username)
+
+    def _create(self, email: str, password: str | None, **extra: Any) -> User:
+        if not email:
+            raise ValueError("an email address is required")
+        user = self.model(email=self.normalize_email(email).lower(), **extra)
+        user.set_password(password)
+        user.save(using=self._db)
+        return user
+
+    def create_user(self, email: str, password: str | None = None, **extra: Any) -> User:
+        extra.setdefault("is_staff", False)
+        extra.setdefault("is_superuser", False)
+        return self._create(email, password, **extra)
+
+    def create_superuser(self, email: str, password: str | None = None, **extra: Any) -> User:
+        extra.update(is_staff=True, is_superuser=True)
+        return self._create(email, password, **extra)
+
+
+class User(AbstractUser):
+    """A person. Logs in by email; belongs to workspaces through memberships."""
+
+    username = None  # type: ignore[assignment]
+    email = models.EmailField("email address", unique=True)
+
+    USERNAME_FIELD = "email"
+    REQUIRED_FIELDS: list[str] = []
+
+    objects = UserManager()  # type: ignore[misc]
+
+    def __str__(self) -> str:
+        return self.email
+
+
+class Workspace(models.Model):
+    """The tenant. Everything a customer owns hangs off a workspace."""
+
+    name = models.CharField(max_length=100)
+    session_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Concurrent sessions; empty = platform default."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        ADMIN = "admin"
+        MEMBER = "member"
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "workspace"], name="one_membership_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.workspace} ({self.role})"
+
+
+class ApiKey(models.Model):
+    """A pk_ (browser, public) or sk_ (server, secret) key.
+
+    Only a keyed hash identifies a key. A secret key's plaintext is shown once at
+    creation; a publishable key is public by design and kept for display.
+    """
+
+    class Kind(models.TextChoices):
+        PUBLISHABLE = "publishable"
+        SECRET = "secret"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="api_keys")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    label = models.CharField(max_length=100, blank=True)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=12, editable=False)
+    last4 = models.CharField(max_length=4, editable=False)
+    publishable_key = models.CharField(max_length=64, blank=True, editable=False)
+    allowed_origins = models.JSONField(default=list, blank=True)
+    allowed_agents = models.JSONField(default=list, blank=True)
+    allow_inline_config = models.BooleanField(default=True)
+    rolled_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rolled_to"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.display} ({self.label or self.kind})"
+
+    @property
+    def display(self) -> str:
+        return f"{self.prefix}…{self.last4}"
+
+    def status(self, now: datetime | None = None) -> str:
+        now = now or timezone.now()
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
+
+
+class Secret(models.Model):
+    """A customer credential, encrypted at rest and bound to the hosts it may reach."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=64, validators=[validate_secret_name])
+    ciphertext = models.BinaryField(editable=False)
+    key_id = models.CharField(max_length=32, editable=False)
+    allowed_hosts = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="secret_name_per_workspace")
+        ]
+
+    def __str__(self) -> str:
+        return self.name

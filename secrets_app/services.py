@@ -1,0 +1,272 @@
+"""Writes for tenancy and credentials. Every function takes the tenant explicitly."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from secrets_app import crypto
+from secrets_app.models import ApiKey, Membership, Secret, User, Workspace
+from secrets_app.validators import (
+    clean_agent_slugs,
+    clean_hosts,
+    clean_origins,
+    validate_secret_name,
+    validate_secret_value,
+)
+
+logger = logging.getLogger(__name__)
+
+KEY_RANDOM_LENGTH = 32
+KEY_PREFIXES = {ApiKey.Kind.PUBLISHABLE: "pk_", ApiKey.Kind.SECRET: "sk_"}
+
+
+class KeyRejected(Exception):
+    """An API key cannot be used. ``reason`` is safe to show to the caller."""
+
+    def __init__(self, reason: str, *, code: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+
+
+# ---------------------------------------------------------------- users and workspaces
+
+
+def user_get_or_create(*, email: str, password: str | None = None) -> tuple[User, bool]:
+    user = User.objects.filter(email__iexact=email).first()
+    if user is not None:
+        return user, False
+    return User.objects.create_user(email=email, password=password), True
+
+
+@transaction.atomic
+def workspace_create(*, name: str, owner: User) -> Workspace:
+    workspace = Workspace.objects.create(name=name)
+    Membership.objects.create(user=owner, workspace=workspace, role=Membership.Role.OWNER)
+    return workspace
+
+
+def membership_add(*, workspace: Workspace, user: User, role: str) -> Membership:
+    membership, _ = Membership.objects.update_or_create(
+        workspace=workspace, user=user, defaults={"role": role}
+    )
+    return membership
+
+
+# ---------------------------------------------------------------- API keys
+
+
+def _new_key_material(kind: str) -> tuple[str, dict[str, str]]:
+    plaintext = KEY_PREFIXES[kind] + crypto.random_token(KEY_RANDOM_LENGTH)
+    fields = {
+        "key_hash": crypto.api_key_hash(plaintext),
+        "prefix": plaintext[:7],
+        "last4": plaintext[-4:],
+        "publishable_key": plaintext if kind == ApiKey.Kind.PUBLISHABLE else "",
+    }
+    return plaintext, fields
+
+
+def api_key_create(
+    *,
+    workspace: Workspace,
+    kind: str,
+    label: str = "",
+    allowed_origins: list[str] | None = None,
+    allowed_agents: list[str] | None = None,
+    allow_inline_config: bool = True,
+    expires_at: datetime | None = None,
+    rolled_from: ApiKey | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key; returns it with its plaintext, which is never available again."""
+    if kind not in KEY_PREFIXES:
+        raise ValueError(f"unknown key kind {kind!r}")
+    publishable = kind == ApiKey.Kind.PUBLISHABLE
+    plaintext, material = _new_key_material(kind)
+    key = ApiKey.objects.create(
+        workspace=workspace,
+        kind=kind,
+        label=label,
+        allowed_origins=clean_origins(allowed_origins or []) if publishable else [],
+        allowed_agents=clean_agent_slugs(allowed_agents or []) if publishable else [],
+        allow_inline_config=allow_inline_config if publishable else False,
+        expires_at=expires_at,
+        rolled_from=rolled_from,
+        **material,
+    )
+    logger.info("api key created: id=%s kind=%s workspace=%s", key.pk, kind, workspace.pk)
+    return key, plaintext
+
+
+def api_key_update(
+    *,
+    key: ApiKey,
+    label: str | None = None,
+    allowed_origins: list[str] | None = None,
+    allowed_agents: list[str] | None = None,
+    allow_inline_config: bool | None = None,
+) -> ApiKey:
+    if label is not None:
+        key.label = label
+    if key.kind == ApiKey.Kind.PUBLISHABLE:
+        if allowed_origins is not None:
+            key.allowed_origins = clean_origins(allowed_origins)
+        if allowed_agents is not None:
+            key.allowed_agents = clean_agent_slugs(allowed_agents)
+        if allow_inline_config is not None:
+            key.allow_inline_config = allow_inline_config
+    key.save()
+    return key
+
+
+@transaction.atomic
+def api_key_roll(*, key: ApiKey, expires_at: datetime | None = None) -> tuple[ApiKey, str]:
+    """Replace a key: same settings, new plaintext; the old key works until ``expires_at``."""
+    old = ApiKey.objects.select_for_update().get(pk=key.pk, workspace_id=key.workspace_id)
+    if old.status() != "active":
+        raise KeyRejected("only an active key can be rolled", code="key_inactive")
+    now = timezone.now()
+    old.expires_at = max(expires_at, now) if expires_at is not None else now
+    old.save(update_fields=["expires_at"])
+    return api_key_create(
+        workspace=old.workspace,
+        kind=old.kind,
+        label=old.label,
+        allowed_origins=old.allowed_origins,
+        allowed_agents=old.allowed_agents,
+        allow_inline_config=old.allow_inline_config,
+        rolled_from=old,
+    )
+
+
+def api_key_revoke(*, key: ApiKey) -> ApiKey:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+        logger.info("api key revoked: id=%s workspace=%s", key.pk, key.workspace_id)
+    return key
+
+
+def api_key_authenticate(*, plaintext: str, kind: str) -> ApiKey:
+    """The active key of ``kind`` for ``plaintext``, or KeyRejected saying why not."""
+    if not plaintext:
+        raise KeyRejected("an API key is required", code="missing_key")
+    key = (
+        ApiKey.objects.select_related("workspace")
+        .filter(key_hash=crypto.api_key_hash(plaintext))
+        .first()
+    )
+    if key is None or key.status() != "active":
+        raise KeyRejected("unknown, revoked or expired API key", code="invalid_key")
+    if key.kind != kind:
+        if kind == ApiKey.Kind.SECRET:
+            raise KeyRejected(
+                "a publishable key (pk_…) cannot call the REST API; use a secret key (sk_…)",
+                code="wrong_key_kind",
+            )
+        raise KeyRejected(
+            "a secret key (sk_…) must never be used in a browser; use a publishable key (pk_…)",
+            code="wrong_key_kind",
+        )
+    _touch_last_used(key)
+    return key
+
+
+def _touch_last_used(key: ApiKey) -> None:
+    # At most one write per key per precision window, not one per request.
+    now = timezone.now()
+    precision = timedelta(seconds=settings.API_KEY_LAST_USED_PRECISION_S)
+    if key.last_used_at is None or now - key.last_used_at >= precision:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+
+
+# ---------------------------------------------------------------- secrets
+
+
+def _seal(*, workspace_id: int, name: str, value: str) -> tuple[str, bytes]:
+    return crypto.keyring().encrypt(
+        value.encode(),
+        associated_data=crypto.secret_associated_data(workspace_id=workspace_id, name=name),
+    )
+
+
+@transaction.atomic
+def secret_set(
+    *, workspace: Workspace, name: str, value: str, allowed_hosts: list[str]
+) -> tuple[Secret, bool]:
+    """Create or replace a secret. Returns (secret, created)."""
+    validate_secret_name(name)
+    validate_secret_value(value)
+    hosts = clean_hosts(allowed_hosts)
+    key_id, ciphertext = _seal(workspace_id=workspace.pk, name=name, value=value)
+    secret, created = Secret.objects.select_for_update().update_or_create(
+        workspace=workspace,
+        name=name,
+        defaults={
+            "ciphertext": ciphertext,
+            "key_id": key_id,
+            "allowed_hosts": hosts,
+            "updated_at": timezone.now(),
+        },
+    )
+    logger.info("secret %s: workspace=%s", "created" if created else "replaced", workspace.pk)
+    return secret, created
+
+
+def secret_update_hosts(*, secret: Secret, allowed_hosts: list[str]) -> Secret:
+    secret.allowed_hosts = clean_hosts(allowed_hosts)
+    secret.updated_at = timezone.now()
+    secret.save(update_fields=["allowed_hosts", "updated_at"])
+    return secret
+
+
+def secret_delete(*, secret: Secret) -> None:
+    secret.delete()
+
+
+def secret_resolve(*, secret: Secret) -> str:
+    """The plaintext value. Only the sandbox worker and rotation call this."""
+    plaintext = crypto.keyring().decrypt(
+        secret.key_id,
+        bytes(secret.ciphertext),
+        associated_data=crypto.secret_associated_data(
+            workspace_id=secret.workspace_id, name=secret.name
+        ),
+    )
+    return plaintext.decode()
+
+
+@dataclass
+class RotationReport:
+    rotated: int = 0
+    already_current: int = 0
+    failed: list[str] = field(default_factory=list)  # "workspace_id/NAME", never values
+
+
+def secrets_rotate() -> RotationReport:
+    """Re-encrypt every secret under the newest keyring key. Safe to run twice."""
+    report = RotationReport()
+    current = crypto.keyring().current_id
+    report.already_current = Secret.objects.filter(key_id=current).count()
+    stale = Secret.objects.exclude(key_id=current).values_list("pk", "workspace_id")
+    for secret_id, workspace_id in stale:
+        with transaction.atomic():
+            secret = Secret.objects.select_for_update().get(pk=secret_id, workspace_id=workspace_id)
+            try:
+                value = secret_resolve(secret=secret)
+            except crypto.DecryptionError:
+                report.failed.append(f"{secret.workspace_id}/{secret.name}")
+                continue
+            secret.key_id, secret.ciphertext = _seal(
+                workspace_id=secret.workspace_id, name=secret.name, value=value
+            )
+            secret.save(update_fields=["key_id", "ciphertext"])
+            report.rotated += 1
+    return report

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from sessions_app.models import Agent, Session, TranscriptEntry
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["name", "slug", "workspace", "mode", "llm_model", "updated_at"]
+    list_filter = ["mode"]
+    search_fields = ["name", "slug", "workspace__name"]
+
+
+class TranscriptInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = TranscriptEntry
+    extra = 0
+    can_delete = False
+    readonly_fields = ["role", "text", "created_at"]
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(Session)
+class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["public_id", "workspace", "agent", "mode", "started_at", "ended_at"]
+    list_filter = ["mode"]
+    search_fields = ["public_id", "workspace__name"]
+    readonly_fields = [f.name for f in Session._meta.fields]
+    inlines = [TranscriptInline]

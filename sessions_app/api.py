@@ -1,0 +1,93 @@
+"""REST API for saved agents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from platform_site.serializers import StrictSerializer, django_errors_as_drf
+from secrets_app.authentication import request_workspace
+from secrets_app.validators import AGENT_SLUG
+from sessions_app import selectors, services
+from sessions_app.models import Agent
+
+
+class AgentOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = Agent
+        fields = [
+            "id", "name", "slug", "instructions", "greeting", "voice", "mode", "llm_model",
+            "stt_provider", "tts_provider", "tools", "created_at", "updated_at",
+        ]  # fmt: skip
+
+
+class AgentInput(StrictSerializer):
+    name = serializers.CharField(max_length=100)
+    slug = serializers.RegexField(
+        AGENT_SLUG,
+        max_length=64,
+        error_messages={"invalid": "use lowercase letters, digits and '-' (like order-status)"},
+    )
+    instructions = serializers.CharField(
+        max_length=16 * 1024, required=False, allow_blank=True, trim_whitespace=False
+    )
+    greeting = serializers.CharField(max_length=1024, required=False, allow_blank=True)
+    voice = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    mode = serializers.ChoiceField(choices=Agent.Mode.choices, required=False)
+    llm_model = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    stt_provider = serializers.CharField(max_length=32, required=False, allow_blank=True)
+    tts_provider = serializers.CharField(max_length=32, required=False, allow_blank=True)
+    tools = serializers.ListField(child=serializers.JSONField(), required=False)
+
+
+class AgentListCreateApi(APIView):
+    @extend_schema(responses=AgentOutput(many=True))
+    def get(self, request: Request) -> Response:
+        agents = selectors.agent_list(workspace=request_workspace(request))
+        return Response(AgentOutput(agents, many=True).data)
+
+    @extend_schema(request=AgentInput, responses={201: AgentOutput})
+    def post(self, request: Request) -> Response:
+        data = AgentInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        with django_errors_as_drf("tools"):
+            agent = services.agent_create(
+                workspace=request_workspace(request), **data.validated_data
+            )
+        return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
+
+
+class AgentDetailApi(APIView):
+    def _agent(self, request: Request, slug: str) -> Agent:
+        return selectors.agent_get(workspace=request_workspace(request), slug=slug)
+
+    @extend_schema(responses=AgentOutput)
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(AgentOutput(self._agent(request, slug)).data)
+
+    def _update(self, request: Request, slug: str, *, partial: bool) -> Response:
+        agent = self._agent(request, slug)
+        data = AgentInput(data=request.data, partial=partial)
+        data.is_valid(raise_exception=True)
+        fields: dict[str, Any] = dict(data.validated_data)
+        with django_errors_as_drf("tools"):
+            agent = services.agent_update(agent=agent, **fields)
+        return Response(AgentOutput(agent).data)
+
+    @extend_schema(request=AgentInput, responses=AgentOutput)
+    def put(self, request: Request, slug: str) -> Response:
+        return self._update(request, slug, partial=False)
+
+    @extend_schema(request=AgentInput, responses=AgentOutput)
+    def patch(self, request: Request, slug: str) -> Response:
+        return self._update(request, slug, partial=True)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, slug: str) -> Response:
+        services.agent_delete(agent=self._agent(request, slug))
+        return Response(status=status.HTTP_204_NO_CONTENT)

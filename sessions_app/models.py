@@ -1,0 +1,87 @@
+"""Saved agent configurations and the records of past sessions."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+from secrets_app.models import ApiKey, Workspace
+
+
+class Agent(models.Model):
+    """An agent saved by the workspace: the base that a browser's configure builds on.
+
+    ``tools`` is a list of {name, description, parameters, handler | client, timeoutMs,
+    handler_sha256}. A handler saved here is pinned: its hash proves the owner saved it,
+    which is what unlocks real secret values in the sandbox.
+    """
+
+    class Mode(models.TextChoices):
+        VOICE = "voice"
+        TEXT = "text"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=64)
+    instructions = models.TextField(blank=True)
+    greeting = models.CharField(max_length=1024, blank=True)
+    voice = models.CharField(max_length=64, blank=True)
+    mode = models.CharField(max_length=5, choices=Mode.choices, default=Mode.VOICE)
+    llm_model = models.CharField(max_length=100, blank=True)
+    stt_provider = models.CharField(max_length=32, blank=True)
+    tts_provider = models.CharField(max_length=32, blank=True)
+    tools = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "slug"], name="agent_slug_per_workspace")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Session(models.Model):
+    """One realtime connection's record (not its live state)."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="sessions")
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
+    origin = models.CharField(max_length=255, blank=True)
+    mode = models.CharField(max_length=5, choices=Agent.Mode.choices, default=Agent.Mode.VOICE)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    close_code = models.PositiveIntegerField(null=True, blank=True)
+    turn_count = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+        indexes = [models.Index(fields=["workspace", "ended_at"])]
+
+    def __str__(self) -> str:
+        return str(self.public_id)
+
+
+class TranscriptEntry(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="transcript")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.role} at {self.created_at:%H:%M:%S}"

@@ -1,0 +1,189 @@
+"""Provider interfaces: one small abstract interface per kind (STT, LLM, TTS, tools).
+
+The orchestrator only sees these types. Adapters live one per module beside this file
+and are registered by name in ``registry.py``. Retries and fallbacks belong to the
+caller, never to vendor modules; an adapter raises ``ProviderError`` saying whether
+a retry could help.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+class ProviderError(Exception):
+    """A provider failed. ``code`` is the wire error code (``llm_failed``, ``stt_failed``…)."""
+
+    def __init__(self, message: str, *, code: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    streaming: bool = True
+    tools: bool = False
+    sample_rate: int | None = None  # audio providers: the rate they consume/produce
+    offline: bool = False  # runs without any network (embedded default)
+
+
+# ---------------------------------------------------------------- LLM
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the LLM sees it: ``parameters`` is JSON Schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call requested by the LLM. ``arguments`` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallsRequested:
+    """Emitted once per LLM round, after the stream ends, when it asked for tools."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
+class LLMDone:
+    finish_reason: str  # stop | length | tool_calls | content_filter
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+LLMEvent = TextDelta | ToolCallsRequested | LLMDone
+
+
+class LLM(abc.ABC):
+    """Chat completion with streaming and function calling.
+
+    ``messages`` use the OpenAI chat format (dicts with role/content/tool_calls/
+    tool_call_id), which every adapter we have speaks or maps from.
+    """
+
+    name: str = "llm"
+    capabilities = Capabilities(tools=True)
+
+    @abc.abstractmethod
+    def stream(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[ToolSpec],
+        model: str | None = None,
+    ) -> AsyncIterator[LLMEvent]:
+        """Yield TextDelta* then at most one ToolCallsRequested, then exactly one LLMDone."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections; default: nothing to release."""
+
+
+# ---------------------------------------------------------------- STT
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    """The user started speaking (used for barge-in while the agent talks)."""
+
+
+@dataclass(frozen=True)
+class PartialTranscript:
+    text: str
+
+
+@dataclass(frozen=True)
+class FinalTranscript:
+    """End of the user's turn."""
+
+    text: str
+
+
+STTEvent = SpeechStarted | PartialTranscript | FinalTranscript
+
+
+class STTStream(abc.ABC):
+    @abc.abstractmethod
+    async def push_audio(self, pcm16: bytes) -> None:
+        """Feed PCM16 little-endian mono at the rate the stream was opened with."""
+
+    @abc.abstractmethod
+    def events(self) -> AsyncIterator[STTEvent]:
+        """Transcription events until the stream is closed."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None: ...
+
+
+class STT(abc.ABC):
+    name: str = "stt"
+    capabilities = Capabilities()
+
+    @abc.abstractmethod
+    async def open(self, *, sample_rate: int) -> STTStream: ...
+
+
+# ---------------------------------------------------------------- TTS
+
+
+class TTS(abc.ABC):
+    """Text to PCM16 mono audio at ``capabilities.sample_rate`` (24 kHz to the browser)."""
+
+    name: str = "tts"
+    capabilities = Capabilities(sample_rate=24000)
+
+    @abc.abstractmethod
+    def synthesize(self, text: str, *, voice: str | None = None) -> AsyncIterator[bytes]:
+        """Yield PCM16 chunks as soon as they are available."""
+
+
+# ---------------------------------------------------------------- tools
+
+
+ToolStatus = Literal["completed", "failed", "timed_out", "cancelled"]
+
+
+@dataclass(frozen=True)
+class ToolInvocation:
+    """A server tool call handed to the sandbox."""
+
+    call_id: str
+    session_id: str
+    workspace_id: int
+    name: str
+    handler: str  # JavaScript source
+    arguments: dict[str, Any]
+    timeout_s: float
+    pinned: bool  # handler source hash was saved with the agent by the owner
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    status: ToolStatus
+    result: str | None = None  # JSON text given to the LLM
+    error: str | None = None  # human-readable error given to the LLM
+
+
+class ToolRunner(abc.ABC):
+    """Runs server tools. The Celery/V8 implementation lives in tools_app."""
+
+    @abc.abstractmethod
+    async def run(self, invocation: ToolInvocation) -> ToolOutcome: ...

@@ -1,0 +1,44 @@
+"""Providers by kind and name, imported lazily from dotted paths."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Literal
+
+Kind = Literal["stt", "llm", "tts", "tools"]
+
+_REGISTRY: dict[Kind, dict[str, str]] = {
+    "stt": {"fake": "sessions_app.providers.fake.FakeSTT"},
+    "llm": {
+        "fake": "sessions_app.providers.fake.FakeLLM",
+        "openai": "sessions_app.providers.llm_openai.OpenAICompatibleLLM",
+        "offline": "sessions_app.providers.llm_offline.OfflineLLM",
+    },
+    "tts": {"fake": "sessions_app.providers.fake.FakeTTS"},
+    "tools": {},
+}
+
+
+class UnknownProvider(LookupError):
+    pass
+
+
+def register(kind: Kind, name: str, dotted_path: str) -> None:
+    _REGISTRY[kind][name] = dotted_path
+
+
+def names(kind: Kind) -> list[str]:
+    return sorted(_REGISTRY[kind])
+
+
+def provider_class(kind: Kind, name: str) -> type:
+    try:
+        dotted = _REGISTRY[kind][name]
+    except KeyError:
+        raise UnknownProvider(f"no {kind} provider named {name!r}") from None
+    module_name, _, attr = dotted.rpartition(".")
+    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+
+
+def create(kind: Kind, name: str, **options: Any) -> Any:
+    return provider_class(kind, name)(**options)

@@ -1,0 +1,7 @@
+"""WebSocket routes. The realtime consumer is added with the session core."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern
+
+websocket_urlpatterns: list[URLPattern] = []

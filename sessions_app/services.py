@@ -1,0 +1,71 @@
+"""Writes for agents and session records."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from secrets_app.models import Workspace
+from sessions_app.models import Agent
+from sessions_app.tool_definitions import clean_tool_definitions
+
+AGENT_FIELDS = (
+    "name", "slug", "instructions", "greeting", "voice", "mode",
+    "llm_model", "stt_provider", "tts_provider",
+)  # fmt: skip
+
+
+def handler_sha256(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def _pinned_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tools as stored: validated, with the hash that pins each saved handler."""
+    pinned = []
+    for tool in clean_tool_definitions(tools):
+        if tool.get("handler") is not None:
+            tool = {**tool, "handler_sha256": handler_sha256(tool["handler"])}
+        pinned.append(tool)
+    return pinned
+
+
+def _save(agent: Agent) -> Agent:
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError:
+        raise ValidationError(
+            {"slug": [f"an agent with slug {agent.slug!r} already exists"]}
+        ) from None
+    return agent
+
+
+def agent_create(
+    *, workspace: Workspace, tools: list[dict[str, Any]] | None = None, **fields: Any
+) -> Agent:
+    unknown = set(fields) - set(AGENT_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown agent fields: {sorted(unknown)}")
+    agent = Agent(workspace=workspace, tools=_pinned_tools(tools or []), **fields)
+    return _save(agent)
+
+
+def agent_update(
+    *, agent: Agent, tools: list[dict[str, Any]] | None = None, **fields: Any
+) -> Agent:
+    for name, value in fields.items():
+        if name not in AGENT_FIELDS:
+            raise TypeError(f"unknown agent field {name!r}")
+        setattr(agent, name, value)
+    if tools is not None:
+        agent.tools = _pinned_tools(tools)
+    agent.updated_at = timezone.now()
+    return _save(agent)
+
+
+def agent_delete(*, agent: Agent) -> None:
+    agent.delete()

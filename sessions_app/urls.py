@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from sessions_app import api
+
+urlpatterns = [
+    path("agents", api.AgentListCreateApi.as_view(), name="agents"),
+    path("agents/<slug:slug>", api.AgentDetailApi.as_view(), name="agent-detail"),
+]

@@ -1,0 +1,39 @@
+"""Test data built through the real services (so tests exercise the real rules)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from secrets_app import services
+from secrets_app.models import ApiKey, User, Workspace
+
+
+@dataclass
+class Tenant:
+    user: User
+    workspace: Workspace
+    publishable_key: str
+    secret_key: str
+
+
+def make_tenant(email: str, *, workspace_name: str = "Workspace", **pk_options: Any) -> Tenant:
+    user, _ = services.user_get_or_create(email=email, password="pw-" + email)
+    workspace = services.workspace_create(name=workspace_name, owner=user)
+    _, publishable = services.api_key_create(
+        workspace=workspace, kind=ApiKey.Kind.PUBLISHABLE, label="browser", **pk_options
+    )
+    _, secret = services.api_key_create(
+        workspace=workspace, kind=ApiKey.Kind.SECRET, label="server"
+    )
+    return Tenant(user=user, workspace=workspace, publishable_key=publishable, secret_key=secret)
+
+
+def order_tool(**overrides: Any) -> dict[str, Any]:
+    tool = {
+        "name": "track_order",
+        "description": "Look up an order by number",
+        "parameters": {"order_number": "string"},
+        "handler": "async (args, ctx) => ({ status: 'shipped', order: args.order_number })",
+    }
+    return {**tool, **overrides}
