@@ -138,6 +138,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True  # serve app static files without a collectstatic step
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

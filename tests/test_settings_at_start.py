@@ -1,0 +1,62 @@
+"""Bad configuration stops the process at start, with a message naming the variable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from secrets_app import crypto
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD_SECRET_KEY = "k" * 50
+
+
+def _start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    clean.update({"VAR_DIR": str(tmp_path), **env})
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT, env=clean, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"DEBUG": "maybe"}, "DEBUG"),
+        ({"DEBUG": "false"}, "SECRET_KEY"),
+        ({"DEBUG": "false", "SECRET_KEY": GOOD_SECRET_KEY}, "SECRETS_KEYRING"),
+        ({"SECRETS_KEYRING": "k1:tooshort"}, "SECRETS_KEYRING"),
+        ({"DATABASE_URL": "nosuchdb://x"}, "DATABASE_URL"),
+        ({"REDIS_URL": "http://localhost:6379"}, "REDIS_URL"),
+        ({"SESSION_LIMIT_PER_WORKSPACE": "lots"}, "SESSION_LIMIT_PER_WORKSPACE"),
+        ({"SECRET_KEY_FILE": "/nonexistent/secret"}, "SECRET_KEY_FILE"),
+    ],
+)
+def test_bad_configuration_fails_at_start(tmp_path, env, variable):
+    result = _start(tmp_path, **env)
+    assert result.returncode != 0
+    assert variable in result.stderr, result.stderr[-2000:]
+
+
+def test_production_configuration_starts(tmp_path):
+    result = _start(
+        tmp_path,
+        DEBUG="false",
+        SECRET_KEY=GOOD_SECRET_KEY,
+        SECRETS_KEYRING=crypto.new_keyring_entry("k1"),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_development_keyring_is_generated_once_and_reused(tmp_path):
+    assert _start(tmp_path).returncode == 0
+    keyring_file = tmp_path / "secrets_keyring"
+    first = keyring_file.read_text()
+    assert oct(keyring_file.stat().st_mode & 0o777) == "0o600"
+    assert _start(tmp_path).returncode == 0
+    assert keyring_file.read_text() == first
