@@ -43,9 +43,13 @@ def test_ciphertext_moved_to_another_row_fails_to_decrypt(db, keyring_setting):
 
 def test_each_encryption_uses_a_fresh_nonce(db, keyring_setting):
     tenant = make_tenant("n@example.com")
-    first, _ = services.secret_set(workspace=tenant.workspace, name="X", value="same", allowed_hosts=[])
+    first, _ = services.secret_set(
+        workspace=tenant.workspace, name="X", value="same", allowed_hosts=[]
+    )
     first_blob = bytes(first.ciphertext)
-    second, _ = services.secret_set(workspace=tenant.workspace, name="X", value="same", allowed_hosts=[])
+    second, _ = services.secret_set(
+        workspace=tenant.workspace, name="X", value="same", allowed_hosts=[]
+    )
     assert bytes(second.ciphertext) != first_blob
 
 
@@ -57,7 +61,9 @@ def test_rotation_re_encrypts_everything_and_is_safe_twice(db, keyring_setting, 
     for index, tenant in enumerate(tenants):
         for name in ("ONE", "TWO"):
             value = f"value-{index}-{name}-ü"
-            services.secret_set(workspace=tenant.workspace, name=name, value=value, allowed_hosts=[])
+            services.secret_set(
+                workspace=tenant.workspace, name=name, value=value, allowed_hosts=[]
+            )
             values[(tenant.workspace.pk, name)] = value
     new_entry = crypto.new_keyring_entry("k2")
     keyring_setting(f"{old_entry},{new_entry}")
@@ -76,8 +82,12 @@ def test_rotation_re_encrypts_everything_and_is_safe_twice(db, keyring_setting, 
 
 def test_rotation_reports_rows_it_cannot_decrypt_and_keeps_them(db, keyring_setting):
     tenant = make_tenant("bad@example.com")
-    good, _ = services.secret_set(workspace=tenant.workspace, name="GOOD", value="g", allowed_hosts=[])
-    bad, _ = services.secret_set(workspace=tenant.workspace, name="BAD", value="b", allowed_hosts=[])
+    good, _ = services.secret_set(
+        workspace=tenant.workspace, name="GOOD", value="g", allowed_hosts=[]
+    )
+    bad, _ = services.secret_set(
+        workspace=tenant.workspace, name="BAD", value="b", allowed_hosts=[]
+    )
     Secret.objects.filter(pk=bad.pk).update(ciphertext=good.ciphertext)
     keyring_setting(crypto.new_keyring_entry("k1") + "," + crypto.new_keyring_entry("k2"))
     # Both rows are now under an unknown key id "k1" of another keyring: nothing decrypts.
