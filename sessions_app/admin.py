@@ -1,12 +1,27 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 
 from sessions_app.models import Agent, Session, TranscriptEntry
+from sessions_app.services import agent_tools_clean
+
+
+class AgentAdminForm(forms.ModelForm):  # type: ignore[type-arg]
+    class Meta:
+        model = Agent
+        fields = "__all__"
+
+    def clean_tools(self) -> list[dict[str, Any]]:
+        # Same validation and handler pinning as the API.
+        return agent_tools_clean(self.cleaned_data["tools"] or [])
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    form = AgentAdminForm
     list_display = ["name", "slug", "workspace", "mode", "llm_model", "updated_at"]
     list_filter = ["mode"]
     search_fields = ["name", "slug", "workspace__name"]

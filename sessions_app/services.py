@@ -23,7 +23,7 @@ def handler_sha256(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def _pinned_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def agent_tools_clean(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tools as stored: validated, with the hash that pins each saved handler."""
     pinned = []
     for tool in clean_tool_definitions(tools):
@@ -50,7 +50,7 @@ def agent_create(
     unknown = set(fields) - set(AGENT_FIELDS)
     if unknown:
         raise TypeError(f"unknown agent fields: {sorted(unknown)}")
-    agent = Agent(workspace=workspace, tools=_pinned_tools(tools or []), **fields)
+    agent = Agent(workspace=workspace, tools=agent_tools_clean(tools or []), **fields)
     return _save(agent)
 
 
@@ -62,7 +62,7 @@ def agent_update(
             raise TypeError(f"unknown agent field {name!r}")
         setattr(agent, name, value)
     if tools is not None:
-        agent.tools = _pinned_tools(tools)
+        agent.tools = agent_tools_clean(tools)
     agent.updated_at = timezone.now()
     return _save(agent)
 

@@ -12,16 +12,15 @@ from tests.factories import make_tenant
 
 
 @pytest.fixture
-def keyring_setting(settings):
-    """Point SECRETS_KEYRING at a fresh keyring; restore the caches afterwards."""
+def keyring_setting(monkeypatch):
+    """Use a keyring parsed from a SECRETS_KEYRING value for the rest of the test."""
 
     def use(raw: str) -> None:
-        settings.SECRETS_KEYRING = raw
-        crypto.reset_caches()
+        ring = crypto.parse_keyring(raw)
+        monkeypatch.setattr(crypto, "keyring", lambda: ring)
 
     use(crypto.new_keyring_entry("k1"))
-    yield use
-    crypto.reset_caches()
+    return use
 
 
 def test_ciphertext_moved_to_another_row_fails_to_decrypt(db, keyring_setting):

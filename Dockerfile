@@ -1,0 +1,15 @@
+# One image for the web (daphne) and worker (celery) services.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VAR_DIR=/app/var
+WORKDIR /app
+
+COPY requirements/ requirements/
+RUN pip install --no-cache-dir -r requirements/base.txt
+
+COPY . .
+RUN useradd --create-home --uid 1000 platform && mkdir -p /app/var && chown platform /app/var
+USER platform
+
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "platform_site.asgi:application"]

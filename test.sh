@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Run the test suite. Installs the dev requirements into .venv when needed.
+#   ./test.sh                      → SQLite, no Redis (Redis/Postgres tests are skipped)
+#   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
+#   REDIS_URL=redis://127.0.0.1:6379/0 ./test.sh     → the production stack
+# Extra arguments go to pytest (./test.sh tests/secrets_app -x).
+set -euo pipefail
+cd "$(dirname "$0")"
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --disable-pip-version-check -q -r requirements/dev.txt
+exec .venv/bin/python -m pytest "$@"

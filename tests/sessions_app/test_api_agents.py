@@ -1,0 +1,62 @@
+"""Saved agents through the REST API."""
+
+from __future__ import annotations
+
+import hashlib
+
+from sessions_app.models import Agent
+from tests.factories import order_tool
+
+
+def test_agent_crud_and_handler_pinning(owner, owner_api, outsider_api):
+    tool = order_tool()
+    created = owner_api.post(
+        "/api/v1/agents",
+        {
+            "name": "Order status",
+            "slug": "orders",
+            "instructions": "You help with {{customer}}'s orders.",
+            "greeting": "Hi!",
+            "mode": "text",
+            "tools": [
+                tool,
+                {"name": "open_file", "client": True, "parameters": {"path": "string"}},
+            ],
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.content
+    saved = created.json()["tools"]
+    assert saved[0]["handler_sha256"] == hashlib.sha256(tool["handler"].encode()).hexdigest()
+    assert "handler_sha256" not in saved[1]
+
+    changed_handler = "async (args) => ({ status: 'lost' })"
+    updated = owner_api.patch(
+        "/api/v1/agents/orders",
+        {"tools": [order_tool(handler=changed_handler)], "greeting": "Hello"},
+        format="json",
+    )
+    assert updated.status_code == 200
+    agent = Agent.objects.get(workspace=owner.workspace, slug="orders")
+    assert agent.greeting == "Hello" and agent.mode == "text"
+    assert agent.tools[0]["handler_sha256"] == hashlib.sha256(changed_handler.encode()).hexdigest()
+
+    assert [a["slug"] for a in owner_api.get("/api/v1/agents").json()] == ["orders"]
+    assert outsider_api.get("/api/v1/agents").json() == []
+    assert owner_api.delete("/api/v1/agents/orders").status_code == 204
+    assert owner_api.get("/api/v1/agents/orders").status_code == 404
+
+
+def test_client_cannot_forge_a_pin(owner_api):
+    forged = {**order_tool(), "handler_sha256": "0" * 64}
+    response = owner_api.post(
+        "/api/v1/agents", {"name": "A", "slug": "a", "tools": [forged]}, format="json"
+    )
+    assert response.status_code == 400
+    assert "handler_sha256" in response.json()["error"]["message"]
+
+
+def test_same_slug_in_two_workspaces_is_fine(owner_api, outsider_api):
+    body = {"name": "A", "slug": "shared"}
+    assert owner_api.post("/api/v1/agents", body, format="json").status_code == 201
+    assert outsider_api.post("/api/v1/agents", body, format="json").status_code == 201

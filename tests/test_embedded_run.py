@@ -1,0 +1,48 @@
+"""The README's first command, in a fresh clone, serves /healthz and the admin login."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _wait_for(url: str, deadline: float) -> httpx.Response:
+    while time.monotonic() < deadline:
+        try:
+            return httpx.get(url, timeout=2)
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    raise AssertionError(f"{url} did not answer in time")
+
+
+@pytest.mark.slow
+def test_dev_command_serves_health_and_admin_in_a_fresh_clone(tmp_path, unused_tcp_port):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "CI"}}
+    env["PORT"] = str(unused_tcp_port)
+    log = (tmp_path / "dev.log").open("w")
+    process = subprocess.Popen(
+        ["./dev.sh"], cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{unused_tcp_port}"
+        health = _wait_for(f"{base}/healthz", time.monotonic() + 240)
+        assert health.status_code == 200
+        assert health.json() == {"db": "ok", "redis": "not configured"}
+        login = httpx.get(f"{base}/admin/login/", timeout=5)
+        assert login.status_code == 200 and b"Email address" in login.content
+        printed = (tmp_path / "dev.log").read_text()
+        assert "Publishable key:  pk_" in printed and "Secret key:       sk_" in printed
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
