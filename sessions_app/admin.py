@@ -12,7 +12,10 @@ from sessions_app.services import agent_tools_clean
 class AgentAdminForm(forms.ModelForm):  # type: ignore[type-arg]
     class Meta:
         model = Agent
-        fields = "__all__"
+        fields = [
+            "workspace", "name", "slug", "instructions", "greeting", "voice", "mode",
+            "llm_model", "stt_provider", "tts_provider", "tools",
+        ]  # fmt: skip
 
     def clean_tools(self) -> list[dict[str, Any]]:
         # Same validation and handler pinning as the API.
