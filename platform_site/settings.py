@@ -182,3 +182,15 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
+
+# Realtime sessions.
+LLM_BASE_URL = env_str("LLM_BASE_URL") or None
+LLM_API_KEY = env_secret("LLM_API_KEY")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
+LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 30.0)
+STT_PROVIDER = env_str("STT_PROVIDER", "fake")
+TTS_PROVIDER = env_str("TTS_PROVIDER", "fake")
+TOOL_RUNNER = env_str("TOOL_RUNNER", "unavailable")
+MAX_TOOL_STEPS = env_int("MAX_TOOL_STEPS", 5, minimum=1)
+CLIENT_TOOL_TIMEOUT_S = env_float("CLIENT_TOOL_TIMEOUT_S", 10.0)
+CONFIGURE_TIMEOUT_S = env_float("CONFIGURE_TIMEOUT_S", 10.0)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,7 +16,7 @@ from platform_site.serializers import StrictSerializer, django_errors_as_drf
 from secrets_app.authentication import request_workspace
 from secrets_app.validators import AGENT_SLUG
 from sessions_app import selectors, services
-from sessions_app.models import Agent
+from sessions_app.models import Agent, Session
 
 
 class AgentOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -91,3 +93,54 @@ class AgentDetailApi(APIView):
     def delete(self, request: Request, slug: str) -> Response:
         services.agent_delete(agent=self._agent(request, slug))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# ---------------------------------------------------------------- session records
+
+
+class TranscriptOutput(serializers.Serializer):  # type: ignore[type-arg]
+    role = serializers.CharField()
+    text = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class SessionOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
+    id = serializers.UUIDField(source="public_id")
+    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Session
+        fields = [
+            "id", "agent", "origin", "mode", "started_at", "ended_at", "close_code",
+            "turn_count", "tool_call_count",
+        ]  # fmt: skip
+
+
+class SessionDetailOutput(SessionOutput):
+    transcript = TranscriptOutput(many=True)
+
+    class Meta(SessionOutput.Meta):
+        fields = [*SessionOutput.Meta.fields, "transcript"]
+
+
+class SessionPagination(CursorPagination):
+    ordering = "-started_at"
+    page_size = 50
+
+
+class SessionListApi(APIView):
+    @extend_schema(responses=SessionOutput(many=True))
+    def get(self, request: Request) -> Response:
+        paginator = SessionPagination()
+        sessions = selectors.session_list(workspace=request_workspace(request))
+        page = paginator.paginate_queryset(sessions, request, view=self)
+        return paginator.get_paginated_response(SessionOutput(page, many=True).data)
+
+
+class SessionDetailApi(APIView):
+    @extend_schema(responses=SessionDetailOutput)
+    def get(self, request: Request, session_id: uuid.UUID) -> Response:
+        session = selectors.session_get(
+            workspace=request_workspace(request), public_id=str(session_id)
+        )
+        return Response(SessionDetailOutput(session).data)

@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from secrets_app.models import Workspace
-from sessions_app.models import Agent
+from sessions_app.models import Agent, Session
 
 
 def agent_list(*, workspace: Workspace) -> QuerySet[Agent]:
@@ -19,3 +19,15 @@ def agent_get(*, workspace: Workspace, slug: str) -> Agent:
 
 def agent_find(*, workspace: Workspace, slug: str) -> Agent | None:
     return Agent.objects.filter(workspace=workspace, slug=slug).first()
+
+
+def session_list(*, workspace: Workspace) -> QuerySet[Session]:
+    return Session.objects.filter(workspace=workspace).select_related("agent")
+
+
+def session_get(*, workspace: Workspace, public_id: str) -> Session:
+    return get_object_or_404(
+        Session.objects.select_related("agent").prefetch_related("transcript"),
+        workspace=workspace,
+        public_id=public_id,
+    )

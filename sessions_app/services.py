@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import uuid
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from secrets_app.models import Workspace
-from sessions_app.models import Agent
+from secrets_app.models import ApiKey, Workspace
+from sessions_app.models import Agent, Session, TranscriptEntry
 from sessions_app.tool_definitions import clean_tool_definitions
 
 AGENT_FIELDS = (
@@ -69,3 +71,38 @@ def agent_update(
 
 def agent_delete(*, agent: Agent) -> None:
     agent.delete()
+
+
+# ---------------------------------------------------------------- session records
+
+
+def session_record_start(
+    *, session_id: str, workspace: Workspace, api_key: ApiKey, origin: str, mode: str,
+    agent: Agent | None,
+) -> Session:  # fmt: skip
+    return Session.objects.create(
+        public_id=uuid.UUID(hex=session_id),
+        workspace=workspace,
+        api_key=api_key,
+        agent=agent,
+        origin=origin[:255],
+        mode=mode,
+    )
+
+
+def session_record_append(*, session: Session, entries: list[tuple[str, str]]) -> None:
+    TranscriptEntry.objects.bulk_create(
+        TranscriptEntry(session=session, role=role, text=text) for role, text in entries
+    )
+
+
+def session_record_count(*, session: Session, turns: int = 0, tool_calls: int = 0) -> None:
+    Session.objects.filter(pk=session.pk, workspace_id=session.workspace_id).update(
+        turn_count=F("turn_count") + turns, tool_call_count=F("tool_call_count") + tool_calls
+    )
+
+
+def session_record_end(*, session: Session, close_code: int | None) -> None:
+    Session.objects.filter(pk=session.pk, workspace_id=session.workspace_id).update(
+        ended_at=timezone.now(), close_code=close_code
+    )

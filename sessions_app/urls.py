@@ -7,4 +7,6 @@ from sessions_app import api
 urlpatterns = [
     path("agents", api.AgentListCreateApi.as_view(), name="agents"),
     path("agents/<slug:slug>", api.AgentDetailApi.as_view(), name="agent-detail"),
+    path("sessions", api.SessionListApi.as_view(), name="sessions"),
+    path("sessions/<uuid:session_id>", api.SessionDetailApi.as_view(), name="session-detail"),
 ]

@@ -15,7 +15,10 @@ _REGISTRY: dict[Kind, dict[str, str]] = {
         "offline": "sessions_app.providers.llm_offline.OfflineLLM",
     },
     "tts": {"fake": "sessions_app.providers.fake.FakeTTS"},
-    "tools": {},
+    "tools": {
+        "fake": "sessions_app.providers.fake.FakeToolRunner",
+        "unavailable": "sessions_app.providers.tools_unavailable.UnavailableToolRunner",
+    },
 }
 
 

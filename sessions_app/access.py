@@ -1,0 +1,65 @@
+"""Who may open a realtime session: checked before anything is created for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from secrets_app import services as key_services
+from secrets_app.hosts import origin_allowed
+from secrets_app.models import ApiKey, Workspace
+from sessions_app.models import Agent
+from sessions_app.selectors import agent_find
+
+# WebSocket close codes of protocol v1 (4000-4999 is the application range).
+CLOSE_NO_CONFIGURE = 4000
+CLOSE_BAD_KEY = 4001
+CLOSE_SECRET_KEY = 4002
+CLOSE_ORIGIN = 4003
+CLOSE_AGENT = 4004
+CLOSE_INLINE_REFUSED = 4008
+CLOSE_TOO_MANY = 4029
+
+
+class ConnectionRefused(Exception):
+    """Refuse the socket: ``close_code`` for the WebSocket, ``code``/``message`` for humans."""
+
+    def __init__(self, close_code: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.close_code, self.code, self.message = close_code, code, message
+
+
+@dataclass(frozen=True)
+class Access:
+    key: ApiKey
+    workspace: Workspace
+    origin: str
+    agent: Agent | None  # named in the URL
+
+
+def agent_allowed(key: ApiKey, slug: str) -> Agent:
+    agent = agent_find(workspace=key.workspace, slug=slug)
+    if agent is None or (key.allowed_agents and slug not in key.allowed_agents):
+        raise ConnectionRefused(
+            CLOSE_AGENT, "agent_not_allowed", f"agent {slug[:64]!r} is unknown or not allowed"
+        )
+    return agent
+
+
+def authorize_connection(*, key: str, origin: str | None, agent_slug: str | None) -> Access:
+    try:
+        api_key = key_services.api_key_authenticate(plaintext=key, kind=ApiKey.Kind.PUBLISHABLE)
+    except key_services.KeyRejected as rejected:
+        if rejected.code == "wrong_key_kind":
+            raise ConnectionRefused(
+                CLOSE_SECRET_KEY, "secret_key_refused", rejected.reason
+            ) from None
+        raise ConnectionRefused(CLOSE_BAD_KEY, "invalid_key", rejected.reason) from None
+    if not origin_allowed(api_key.allowed_origins, origin):
+        raise ConnectionRefused(
+            CLOSE_ORIGIN,
+            "origin_not_allowed",
+            f"origin {str(origin)[:200]!r} is not allowed for this key; "
+            "add it to the key's allowed origins",
+        )
+    agent = agent_allowed(api_key, agent_slug) if agent_slug else None
+    return Access(key=api_key, workspace=api_key.workspace, origin=origin or "", agent=agent)

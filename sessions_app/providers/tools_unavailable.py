@@ -1,0 +1,13 @@
+"""The tool runner used until a sandbox is configured: every server tool fails clearly."""
+
+from __future__ import annotations
+
+from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
+
+
+class UnavailableToolRunner(ToolRunner):
+    async def run(self, invocation: ToolInvocation) -> ToolOutcome:
+        return ToolOutcome(
+            status="failed",
+            error="server tools cannot run: no sandbox is configured on this platform",
+        )
