@@ -1,0 +1,370 @@
+"""Wire protocol v1: client messages, their decoder, and the two server-event codecs.
+
+Client -> server is always v1 JSON. Server -> client events are one internal shape,
+``{"type": ..., "seq": ..., "ts": ..., **data}`` (the orchestrator assigns ``seq`` and
+``ts``), encoded either as v1 JSON or as the VoiceIDE envelope, chosen at connect time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+# ---------------------------------------------------------------- limits
+
+TEXT_FRAME_MAX = 256 * 1024  # bytes of one JSON text frame
+BINARY_FRAME_MAX = 64 * 1024  # bytes of one audio frame
+INSTRUCTIONS_MAX = 16 * 1024
+GREETING_MAX = 1024
+VARIABLES_MAX = 64
+VARIABLE_VALUE_MAX = 4 * 1024
+TOOLS_MAX = 32
+TOOL_DESCRIPTION_MAX = 1024
+TOOL_HANDLER_MAX = 64 * 1024
+TOOL_TIMEOUT_MS_MIN = 100
+TOOL_TIMEOUT_MS_MAX = 60_000
+TEXT_MAX = 4 * 1024
+CONTEXT_TEXT_MAX = 4 * 1024
+SHORT_STRING_MAX = 256  # agent slugs, voices, call ids, session ids, tokens
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+PROTOCOL_VERSION = 1
+CLIENT_SAMPLE_RATE = 16_000
+
+# How much of the client's own input an error message may quote.
+_QUOTE_MAX = 64
+_ERRORS_SHOWN = 3
+
+
+class ProtocolError(ValueError):
+    """A client frame that cannot be used. ``code`` is the wire error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# ---------------------------------------------------------------- field types
+
+
+def _max_bytes(limit: int) -> AfterValidator:
+    def check(value: str) -> str:
+        # Characters are never fewer than bytes, so the cheap test settles most strings.
+        if len(value) > limit or len(value.encode("utf-8")) > limit:
+            raise PydanticCustomError(
+                "too_long", "must be at most {limit} bytes (UTF-8)", {"limit": limit}
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("blank", "must not be empty")
+    return value
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("number_type", "must be a number")
+    return value
+
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+ShortString = Annotated[str, _max_bytes(SHORT_STRING_MAX)]
+VariableValue = Annotated[str, _max_bytes(VARIABLE_VALUE_MAX)]
+Variables = Annotated[dict[Name, VariableValue], Field(max_length=VARIABLES_MAX)]
+
+
+class _Message(BaseModel):
+    # Strict: JSON types only, no "5" for 5; camelCase on the wire, snake_case in Python.
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_alias=True,
+        validate_by_name=True,
+    )
+
+
+# ---------------------------------------------------------------- client messages
+
+
+class ToolDeclaration(_Message):
+    """A tool as the browser declares it; ``parameters`` is still the simplified form."""
+
+    name: Name
+    description: Annotated[str, _max_bytes(TOOL_DESCRIPTION_MAX)] = ""
+    parameters: dict[str, Any] | None = None
+    handler: Annotated[str, _max_bytes(TOOL_HANDLER_MAX), AfterValidator(_not_blank)] | None = None
+    client: bool = False
+    timeout_ms: Annotated[int, Field(ge=TOOL_TIMEOUT_MS_MIN, le=TOOL_TIMEOUT_MS_MAX)] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ToolDeclaration:
+        if (self.handler is not None) == self.client:
+            raise PydanticCustomError(
+                "tool_kind", "exactly one of handler (server tool) or client: true is required"
+            )
+        return self
+
+
+class ConfigureMessage(_Message):
+    type: Literal["configure"] = "configure"
+    agent: ShortString | None = None
+    instructions: Annotated[str, _max_bytes(INSTRUCTIONS_MAX)] | None = None
+    greeting: Annotated[str, _max_bytes(GREETING_MAX)] | None = None
+    voice: ShortString | None = None
+    mode: Literal["voice", "text"] | None = None
+    variables: Variables | None = None
+    tools: Annotated[list[ToolDeclaration], Field(max_length=TOOLS_MAX)] | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, tools: list[ToolDeclaration] | None) -> list[ToolDeclaration] | None:
+        seen: set[str] = set()
+        for index, tool in enumerate(tools or ()):
+            if tool.name in seen:
+                raise PydanticCustomError(
+                    "duplicate_tool_name", "duplicate tool name", {"index": index}
+                )
+            seen.add(tool.name)
+        return tools
+
+
+class CancelMessage(_Message):
+    type: Literal["cancel"] = "cancel"
+    played_ms: Annotated[int, Field(ge=0)] | None = None
+
+
+class ResetMessage(_Message):
+    type: Literal["reset"] = "reset"
+
+
+class TextMessage(_Message):
+    type: Literal["text"] = "text"
+    text: Annotated[str, _max_bytes(TEXT_MAX), AfterValidator(_not_blank)]
+
+
+class ContextMessage(_Message):
+    type: Literal["context"] = "context"
+    variables: Variables | None = None
+    text: Annotated[str, _max_bytes(CONTEXT_TEXT_MAX)] | None = None
+
+
+class ToolResultMessage(_Message):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: Annotated[ShortString, AfterValidator(_not_blank)]
+    result: Any = None
+    error: str | None = None
+
+    @property
+    def has_result(self) -> bool:
+        return "result" in self.model_fields_set
+
+
+class PingMessage(_Message):
+    type: Literal["ping"] = "ping"
+    t: Annotated[Any, AfterValidator(_number)] = None
+
+
+class ResumeMessage(_Message):
+    type: Literal["resume"] = "resume"
+    session_id: Annotated[ShortString, AfterValidator(_not_blank)]
+    resume_token: Annotated[ShortString, AfterValidator(_not_blank)]
+    last_seq: Annotated[int, Field(ge=0)]
+
+
+ClientMessage = Annotated[
+    ConfigureMessage
+    | CancelMessage
+    | ResetMessage
+    | TextMessage
+    | ContextMessage
+    | ToolResultMessage
+    | PingMessage
+    | ResumeMessage,
+    Field(discriminator="type"),
+]
+
+MESSAGE_TYPES: dict[str, type[_Message]] = {
+    "configure": ConfigureMessage,
+    "cancel": CancelMessage,
+    "reset": ResetMessage,
+    "text": TextMessage,
+    "context": ContextMessage,
+    "tool_result": ToolResultMessage,
+    "ping": PingMessage,
+    "resume": ResumeMessage,
+}
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode(text: str) -> ClientMessage:
+    """Parse one client text frame, or raise ``ProtocolError`` saying what is wrong."""
+    if len(text) > TEXT_FRAME_MAX or len(text.encode("utf-8")) > TEXT_FRAME_MAX:
+        raise ProtocolError("frame_too_large", f"text frames are limited to {TEXT_FRAME_MAX} bytes")
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise ProtocolError("bad_json", "the frame is not valid JSON") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("bad_message", "a message must be a JSON object")
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError("bad_message", "a message needs a string field 'type'")
+    model = MESSAGE_TYPES.get(kind)
+    if model is None:
+        raise ProtocolError("unknown_type", f"unknown message type {_quote(kind)}")
+    try:
+        return model.model_validate(obj, by_alias=True, by_name=False)  # type: ignore[return-value]
+    except ValidationError as exc:
+        raise ProtocolError("invalid", describe_errors(exc)) from None
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """``tools[2].name: String should match …; mode: …`` for the first few errors."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False)[:_ERRORS_SHOWN]:
+        loc = tuple(error["loc"])
+        if error["type"] == "duplicate_tool_name":
+            loc = (*loc, error["ctx"]["index"], "name")
+        path = _format_loc(loc)
+        parts.append(f"{path}: {error['msg']}" if path else error["msg"])
+    remaining = exc.error_count() - _ERRORS_SHOWN
+    if remaining > 0:
+        parts.append(f"and {remaining} more")
+    return "; ".join(parts)
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "[key]":
+            path += " (name)"
+        elif _IDENTIFIER.match(part) and len(part) <= _QUOTE_MAX:
+            path += f".{part}" if path else part
+        else:
+            path += f"[{_quote(part)}]"
+    return path
+
+
+def _quote(value: str) -> str:
+    if len(value) > _QUOTE_MAX:
+        value = value[:_QUOTE_MAX] + "…"
+    return json.dumps(value, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- server event codecs
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _split(event: dict[str, Any]) -> tuple[str, int, int, dict[str, Any]]:
+    data = {k: v for k, v in event.items() if k not in ("type", "seq", "ts")}
+    return event["type"], event["seq"], event["ts"], data
+
+
+class Codec(Protocol):
+    name: str
+
+    def encode(self, event: dict[str, Any]) -> str: ...
+
+    def decode(self, text: str) -> ClientMessage: ...
+
+
+class V1Codec:
+    """``{"type": ..., "seq": .., "ts": .., **data}``."""
+
+    name = "v1"
+
+    def encode(self, event: dict[str, Any]) -> str:
+        kind, seq, ts, data = _split(event)
+        return _dumps({"type": kind, "seq": seq, "ts": ts, **data})
+
+    def decode(self, text: str) -> ClientMessage:
+        return decode(text)
+
+
+VOICEIDE_KINDS = {
+    "ready": "sessionStart",
+    "transcript": "userAudioTranscriptPartial",
+    "turn": "userAudioTranscriptFinal",
+    "chat_delta": "assistantSpeechPartial",
+    "chat": "assistantSpeechFinal",
+    "tool_call": "toolCall",
+    "tool_result": "toolResult",
+    "error": "error",
+}
+
+
+def camel_name(event_type: str) -> str:
+    head, *rest = event_type.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def iso_utc(ts_ms: int) -> str:
+    moment = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class VoiceIDECodec:
+    """``{"id", "seq", "timestamp", "kind": {camelName: data}}``.
+
+    ``id`` is ``"<session>-<seq>"`` once the session id is known (given here, or taken
+    from the ``ready`` event), else the seq as a string.
+    """
+
+    name = "voiceide"
+
+    def __init__(self, session_id: str | None = None) -> None:
+        self.session_id = session_id
+
+    def encode(self, event: dict[str, Any]) -> str:
+        kind, seq, ts, data = _split(event)
+        if kind == "ready" and self.session_id is None:
+            self.session_id = data.get("sessionId")
+        event_id = f"{self.session_id}-{seq}" if self.session_id else str(seq)
+        name = VOICEIDE_KINDS.get(kind) or camel_name(kind)
+        return _dumps({"id": event_id, "seq": seq, "timestamp": iso_utc(ts), "kind": {name: data}})
+
+    def decode(self, text: str) -> ClientMessage:
+        return decode(text)
+
+
+def codec_for(name: str, *, session_id: str | None = None) -> V1Codec | VoiceIDECodec:
+    if name == "v1":
+        return V1Codec()
+    if name == "voiceide":
+        return VoiceIDECodec(session_id)
+    raise ValueError(f"unknown protocol encoding {_quote(name)}; use 'v1' or 'voiceide'")

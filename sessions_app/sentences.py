@@ -1,0 +1,145 @@
+"""Streaming sentence splitter: LLM text deltas in, complete sentences out.
+
+TTS starts on the first complete sentence while the LLM is still writing, so a
+boundary is declared as soon as it is certain and no sooner. A terminator (``. ! ? …``)
+ends a sentence only when whitespace follows it, which keeps "3.14", "v1.2" and URLs
+whole; a newline always ends one. Abbreviations ("e.g.", "Dr.") and list numbers
+("1. ") do not. Nothing is split inside a ``` fence, because the voice cleaner drops
+a code block only when it sees all of it.
+"""
+
+from __future__ import annotations
+
+import re
+
+TERMINATORS = frozenset(".!?…")
+CLOSERS = frozenset("\"')]}”’»")
+FENCE = "```"
+
+# Lower-case, without the final dot. Words that often end a sentence ("etc", "no")
+# are left out: merging two sentences costs less than cutting one in half.
+ABBREVIATIONS = frozenset(
+    {
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "mt",
+        "vs",
+        "cf",
+        "approx",
+        "dept",
+        "est",
+        "fig",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    }
+)
+# "e.g", "i.e", "a.m", "U.S": letters joined by dots.
+_DOTTED = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")
+_WORD_EDGE = re.compile(r"^[\W_]+")
+
+
+def _is_abbreviation(word: str) -> bool:
+    word = _WORD_EDGE.sub("", word)
+    if len(word) == 1 and word.isalpha():  # an initial: "J. R. R. Tolkien"
+        return True
+    return word.lower() in ABBREVIATIONS or bool(_DOTTED.match(word))
+
+
+class SentenceSplitter:
+    """Feed deltas with ``push``; call ``flush`` once the text is complete."""
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._scan = 0  # buffer[:_scan] holds no boundary
+        self._in_fence = False
+
+    def push(self, text: str) -> list[str]:
+        self._buffer += text
+        sentences = []
+        while (end := self._find_boundary()) is not None:
+            sentence = self._buffer[:end].strip()
+            self._buffer = self._buffer[end:].lstrip()
+            self._scan = 0
+            if sentence:
+                sentences.append(sentence)
+        return sentences
+
+    def flush(self) -> list[str]:
+        rest = self._buffer.strip()
+        self._buffer, self._scan, self._in_fence = "", 0, False
+        return [rest] if rest else []
+
+    def _find_boundary(self) -> int | None:
+        buffer, size = self._buffer, len(self._buffer)
+        index = self._scan
+        while index < size:
+            char = buffer[index]
+            if char == "`":
+                if buffer.startswith(FENCE, index):
+                    self._in_fence = not self._in_fence
+                    index += len(FENCE)
+                    continue
+                if buffer[index:] == "`" * (size - index):  # maybe a fence cut in two
+                    break
+            elif self._in_fence:
+                pass
+            elif char == "\n":
+                self._scan = index + 1
+                return index + 1
+            elif char in TERMINATORS:
+                end = self._end_of_terminator(index)
+                if end == size:  # what follows decides, and it has not arrived yet
+                    break
+                if buffer[end].isspace() and not self._continues(index, end):
+                    self._scan = end
+                    return end
+                index = end
+                continue
+            index += 1
+        self._scan = index
+        return None
+
+    def _end_of_terminator(self, index: int) -> int:
+        buffer, size = self._buffer, len(self._buffer)
+        end = index + 1
+        while end < size and buffer[end] in TERMINATORS:
+            end += 1
+        while end < size and buffer[end] in CLOSERS:
+            end += 1
+        return end
+
+    def _continues(self, index: int, end: int) -> bool:
+        """A single dot after an abbreviation or a list number is not a sentence end."""
+        if self._buffer[index:end].rstrip("".join(CLOSERS)) != ".":
+            return False
+        head = self._buffer[:index]
+        word = head.rsplit(None, 1)[-1] if head.strip() else ""
+        if word.isdigit() and head.strip() == word:  # "1. First item"
+            return True
+        return _is_abbreviation(word)
+
+
+def split_sentences(text: str) -> list[str]:
+    """All sentences of a complete text (the streaming splitter fed in one go)."""
+    splitter = SentenceSplitter()
+    return splitter.push(text) + splitter.flush()

@@ -1,0 +1,360 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sessions_app import protocol
+from sessions_app.protocol import ProtocolError, decode
+
+
+def frame(**fields: Any) -> str:
+    return json.dumps(fields)
+
+
+def rejected(text: str) -> ProtocolError:
+    with pytest.raises(ProtocolError) as info:
+        decode(text)
+    return info.value
+
+
+SERVER_TOOL = {
+    "name": "get_weather",
+    "description": "Weather",
+    "parameters": {"city": "string"},
+    "handler": "async () => 1",
+}
+CLIENT_TOOL = {"name": "open_file", "parameters": None, "client": True, "timeoutMs": 5000}
+
+
+# ---------------------------------------------------------------- valid messages
+
+
+def test_configure_with_everything() -> None:
+    message = decode(
+        frame(
+            type="configure",
+            agent="support",
+            instructions="Be brief with {{name}}.",
+            greeting="Hi!",
+            voice="tara",
+            mode="text",
+            variables={"name": "Ada", "_x1": ""},
+            tools=[SERVER_TOOL, CLIENT_TOOL],
+        )
+    )
+    assert isinstance(message, protocol.ConfigureMessage)
+    assert message.mode == "text"
+    assert message.variables == {"name": "Ada", "_x1": ""}
+    assert [tool.name for tool in message.tools or []] == ["get_weather", "open_file"]
+    assert message.tools and message.tools[1].client and message.tools[1].timeout_ms == 5000
+    assert message.tools[0].parameters == {"city": "string"}
+
+
+def test_configure_may_be_empty() -> None:
+    assert decode(frame(type="configure")) == protocol.ConfigureMessage()
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"type": "cancel"}, protocol.CancelMessage()),
+        ({"type": "cancel", "playedMs": 1200}, protocol.CancelMessage(played_ms=1200)),
+        ({"type": "reset"}, protocol.ResetMessage()),
+        ({"type": "text", "text": "hi"}, protocol.TextMessage(text="hi")),
+        (
+            {"type": "context", "variables": {"a": "b"}, "text": "note"},
+            protocol.ContextMessage(variables={"a": "b"}, text="note"),
+        ),
+        ({"type": "context"}, protocol.ContextMessage()),
+        ({"type": "ping", "t": 17.5}, protocol.PingMessage(t=17.5)),
+        ({"type": "ping"}, protocol.PingMessage()),
+        (
+            {"type": "resume", "sessionId": "s1", "resumeToken": "r1", "lastSeq": 0},
+            protocol.ResumeMessage(session_id="s1", resume_token="r1", last_seq=0),
+        ),
+    ],
+)
+def test_valid_messages(fields: dict[str, Any], expected: object) -> None:
+    assert decode(json.dumps(fields)) == expected
+
+
+def test_tool_result_tells_a_null_result_from_a_missing_one() -> None:
+    with_null = decode(frame(type="tool_result", callId="c1", result=None))
+    missing = decode(frame(type="tool_result", callId="c1", error="denied"))
+    nested = decode(frame(type="tool_result", callId="c1", result={"lines": [1, 2]}))
+    assert isinstance(with_null, protocol.ToolResultMessage) and with_null.has_result
+    assert isinstance(missing, protocol.ToolResultMessage) and not missing.has_result
+    assert missing.error == "denied"
+    assert isinstance(nested, protocol.ToolResultMessage) and nested.result == {"lines": [1, 2]}
+
+
+def test_ping_keeps_integers_as_integers() -> None:
+    message = decode(frame(type="ping", t=1700000000000))
+    assert isinstance(message, protocol.PingMessage) and message.t == 1700000000000
+    assert isinstance(message.t, int)
+
+
+# ---------------------------------------------------------------- invalid messages
+
+
+@pytest.mark.parametrize(
+    ("fields", "path", "words"),
+    [
+        ({"type": "configure", "mode": "video"}, "mode", "'voice' or 'text'"),
+        (
+            {"type": "configure", "instructions": "x" * (protocol.INSTRUCTIONS_MAX + 1)},
+            "instructions",
+            "16384 bytes",
+        ),
+        (
+            {"type": "configure", "instructions": "é" * (protocol.INSTRUCTIONS_MAX // 2 + 1)},
+            "instructions",
+            "bytes",
+        ),
+        ({"type": "configure", "greeting": "x" * 1025}, "greeting", "1024 bytes"),
+        ({"type": "configure", "voice": 7}, "voice", "string"),
+        ({"type": "configure", "variables": {"1st": "a"}}, 'variables["1st"] (name)', "pattern"),
+        ({"type": "configure", "variables": {"a": 1}}, "variables.a", "string"),
+        ({"type": "configure", "variables": {"a": "x" * 4097}}, "variables.a", "4096 bytes"),
+        ({"type": "configure", "variables": {f"v{i}": "" for i in range(65)}}, "variables", "64"),
+        (
+            {
+                "type": "configure",
+                "tools": [{**CLIENT_TOOL, "name": f"t{i}"} for i in range(33)],
+            },
+            "tools",
+            "32",
+        ),
+        (
+            {
+                "type": "configure",
+                "tools": [SERVER_TOOL, CLIENT_TOOL, {**CLIENT_TOOL, "name": "bad name"}],
+            },
+            "tools[2].name",
+            "pattern",
+        ),
+        (
+            {"type": "configure", "tools": [SERVER_TOOL, {**CLIENT_TOOL, "name": "get_weather"}]},
+            "tools[1].name",
+            "duplicate",
+        ),
+        ({"type": "configure", "tools": [{"name": "x"}]}, "tools[0]", "exactly one of handler"),
+        (
+            {"type": "configure", "tools": [{**SERVER_TOOL, "client": True}]},
+            "tools[0]",
+            "exactly one of handler",
+        ),
+        (
+            {"type": "configure", "tools": [{**SERVER_TOOL, "handler": " "}]},
+            "tools[0].handler",
+            "empty",
+        ),
+        (
+            {"type": "configure", "tools": [{**SERVER_TOOL, "handler": "x" * (64 * 1024 + 1)}]},
+            "tools[0].handler",
+            "65536 bytes",
+        ),
+        (
+            {"type": "configure", "tools": [{**SERVER_TOOL, "description": "d" * 1025}]},
+            "tools[0].description",
+            "1024 bytes",
+        ),
+        (
+            {"type": "configure", "tools": [{**SERVER_TOOL, "parameters": ["city"]}]},
+            "tools[0].parameters",
+            "dictionary",
+        ),
+        (
+            {"type": "configure", "tools": [{**CLIENT_TOOL, "timeoutMs": 99}]},
+            "tools[0].timeoutMs",
+            "greater than or equal to 100",
+        ),
+        (
+            {"type": "configure", "tools": [{**CLIENT_TOOL, "timeoutMs": 60001}]},
+            "tools[0].timeoutMs",
+            "less than or equal to 60000",
+        ),
+        (
+            {"type": "configure", "tools": [{**CLIENT_TOOL, "timeoutMs": "500"}]},
+            "tools[0].timeoutMs",
+            "integer",
+        ),
+        (
+            {"type": "configure", "tools": [{**CLIENT_TOOL, "client": "yes"}]},
+            "tools[0].client",
+            "boolean",
+        ),
+        (
+            {"type": "configure", "tools": [{**CLIENT_TOOL, "color": "red"}]},
+            "tools[0].color",
+            "Extra inputs",
+        ),
+        ({"type": "configure", "colour": "red"}, "colour", "Extra inputs"),
+        ({"type": "cancel", "playedMs": -1}, "playedMs", "greater than or equal to 0"),
+        ({"type": "cancel", "playedMs": 1.5}, "playedMs", "integer"),
+        ({"type": "reset", "hard": True}, "hard", "Extra inputs"),
+        ({"type": "text"}, "text", "required"),
+        ({"type": "text", "text": "  "}, "text", "empty"),
+        ({"type": "text", "text": "x" * 4097}, "text", "4096 bytes"),
+        ({"type": "context", "text": "x" * 4097}, "text", "4096 bytes"),
+        ({"type": "context", "variables": {"a-b": "x"}}, 'variables["a-b"] (name)', "pattern"),
+        ({"type": "tool_result"}, "callId", "required"),
+        ({"type": "tool_result", "call_id": "c1"}, "call_id", "Extra inputs"),
+        ({"type": "tool_result", "callId": "c1", "error": 5}, "error", "string"),
+        ({"type": "ping", "t": "now"}, "t", "number"),
+        ({"type": "ping", "t": True}, "t", "number"),
+        ({"type": "resume", "sessionId": "s", "resumeToken": "r"}, "lastSeq", "required"),
+        (
+            {"type": "resume", "sessionId": "s", "resumeToken": "r", "lastSeq": -3},
+            "lastSeq",
+            "greater than or equal to 0",
+        ),
+        (
+            {"type": "resume", "sessionId": "", "resumeToken": "r", "lastSeq": 1},
+            "sessionId",
+            "empty",
+        ),
+    ],
+)
+def test_invalid_messages_name_the_field(fields: dict[str, Any], path: str, words: str) -> None:
+    error = rejected(json.dumps(fields))
+    assert error.code == "invalid"
+    segments = error.message.split("; ")
+    assert any(s.startswith(f"{path}: ") and words in s for s in segments), error.message
+
+
+def test_several_errors_are_joined_and_counted() -> None:
+    error = rejected(frame(type="configure", mode="x", voice=1, agent=2, greeting=3, colour=4))
+    assert error.message.count("; ") == 3
+    assert error.message.endswith("and 2 more")
+
+
+def test_unknown_type_names_it() -> None:
+    error = rejected(frame(type="dance"))
+    assert (error.code, error.message) == ("unknown_type", 'unknown message type "dance"')
+
+
+def test_unknown_type_is_not_echoed_in_full() -> None:
+    error = rejected(frame(type="x" * 100_000))
+    assert error.code == "unknown_type"
+    assert len(error.message) < 200
+
+
+def test_huge_field_names_are_not_echoed_in_full() -> None:
+    error = rejected(json.dumps({"type": "reset", "k" * 50_000: 1}))
+    assert error.code == "invalid" and len(error.message) < 300
+
+
+@pytest.mark.parametrize(
+    "text", ["{", "not json", "", "{'type': 'ping'}", '{"type": "ping", "t": NaN}']
+)
+def test_bad_json(text: str) -> None:
+    assert rejected(text).code == "bad_json"
+
+
+@pytest.mark.parametrize("text", ["[]", "3", '"ping"', "null", "{}", '{"type": 3}', '{"t": 1}'])
+def test_not_a_message(text: str) -> None:
+    assert rejected(text).code == "bad_message"
+
+
+def test_oversize_frame() -> None:
+    text = frame(type="text", text="x" * protocol.TEXT_FRAME_MAX)
+    error = rejected(text)
+    assert error.code == "frame_too_large"
+    assert len(error.message) < 100
+
+
+def test_oversize_counts_utf8_bytes() -> None:
+    padding = "é" * (protocol.TEXT_FRAME_MAX // 2)  # fewer characters than the limit
+    assert len(padding) < protocol.TEXT_FRAME_MAX
+    assert rejected(frame(type="context", pad=padding)).code == "frame_too_large"
+
+
+def test_limits_are_published() -> None:
+    assert protocol.TEXT_FRAME_MAX == 256 * 1024
+    assert protocol.BINARY_FRAME_MAX == 64 * 1024
+
+
+# ---------------------------------------------------------------- codecs
+
+EVENT = {"type": "chat", "seq": 7, "ts": 1_700_000_000_123, "text": "Hi!", "steps": ["Using x"]}
+
+
+def test_v1_codec_shape() -> None:
+    encoded = json.loads(protocol.V1Codec().encode(EVENT))
+    assert encoded == EVENT
+    assert list(encoded)[:3] == ["type", "seq", "ts"]
+
+
+def test_v1_codec_keeps_unicode_readable() -> None:
+    assert "ü" in protocol.V1Codec().encode({**EVENT, "text": "Grüß"})
+
+
+@pytest.mark.parametrize(
+    ("event_type", "kind"),
+    [
+        ("ready", "sessionStart"),
+        ("transcript", "userAudioTranscriptPartial"),
+        ("turn", "userAudioTranscriptFinal"),
+        ("chat_delta", "assistantSpeechPartial"),
+        ("chat", "assistantSpeechFinal"),
+        ("tool_call", "toolCall"),
+        ("tool_result", "toolResult"),
+        ("error", "error"),
+        ("tts_done", "ttsDone"),
+        ("tool_status", "toolStatus"),
+        ("thinking", "thinking"),
+        ("cancelled", "cancelled"),
+        ("pong", "pong"),
+    ],
+)
+def test_voiceide_kind_names(event_type: str, kind: str) -> None:
+    encoded = json.loads(protocol.VoiceIDECodec().encode({"type": event_type, "seq": 1, "ts": 0}))
+    assert list(encoded["kind"]) == [kind]
+
+
+def test_voiceide_envelope() -> None:
+    codec = protocol.VoiceIDECodec(session_id="abc")
+    encoded = json.loads(codec.encode(EVENT))
+    assert encoded == {
+        "id": "abc-7",
+        "seq": 7,
+        "timestamp": "2023-11-14T22:13:20.123Z",
+        "kind": {"assistantSpeechFinal": {"text": "Hi!", "steps": ["Using x"]}},
+    }
+
+
+def test_voiceide_ids_use_the_session_from_ready() -> None:
+    codec = protocol.codec_for("voiceide")
+    before = json.loads(codec.encode({"type": "pong", "seq": 1, "ts": 0}))
+    ready = {"type": "ready", "seq": 2, "ts": 0, "sessionId": "s9", "resumeToken": "t"}
+    start = json.loads(codec.encode(ready))
+    after = json.loads(codec.encode({"type": "tts_done", "seq": 3, "ts": 0}))
+    assert before["id"] == "1"
+    assert start["id"] == "s9-2"
+    assert start["kind"] == {"sessionStart": {"sessionId": "s9", "resumeToken": "t"}}
+    assert after["id"] == "s9-3"
+
+
+def test_voiceide_tool_call_keeps_v1_data_keys() -> None:
+    data = {"callId": "c1", "name": "f", "arguments": {"a": 1}}
+    event = {"type": "tool_call", "seq": 4, "ts": 0, **data}
+    encoded = json.loads(protocol.VoiceIDECodec().encode(event))
+    assert encoded["kind"] == {"toolCall": data}
+
+
+def test_codec_for() -> None:
+    assert isinstance(protocol.codec_for("v1"), protocol.V1Codec)
+    assert isinstance(protocol.codec_for("voiceide"), protocol.VoiceIDECodec)
+    with pytest.raises(ValueError, match="unknown protocol encoding"):
+        protocol.codec_for("xml")
+
+
+@pytest.mark.parametrize("name", ["v1", "voiceide"])
+def test_both_codecs_decode_v1_client_messages(name: str) -> None:
+    codec = protocol.codec_for(name)
+    assert codec.decode(frame(type="text", text="hi")) == protocol.TextMessage(text="hi")
+    with pytest.raises(ProtocolError):
+        codec.decode(frame(type="nope"))

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import pytest
+
+from sessions_app.sentences import SentenceSplitter, split_sentences
+
+WHOLE_TEXT_CASES = [
+    ("Hello there. How are you?", ["Hello there.", "How are you?"]),
+    ("Wow! Really? Yes.", ["Wow!", "Really?", "Yes."]),
+    ("Well… maybe. Or not", ["Well…", "maybe.", "Or not"]),
+    ("Wait... what?! No way", ["Wait...", "what?!", "No way"]),
+    ("Pi is 3.14 roughly. Next", ["Pi is 3.14 roughly.", "Next"]),
+    ("Use fruit, e.g. apples. Done", ["Use fruit, e.g. apples.", "Done"]),
+    ("That is, i.e. the end. Ok", ["That is, i.e. the end.", "Ok"]),
+    ("Ask Dr. Smith today. Then rest.", ["Ask Dr. Smith today.", "Then rest."]),
+    ("Mr. and Mrs. Jones came.", ["Mr. and Mrs. Jones came."]),
+    ("Upgrade to v1.2 now. It works.", ["Upgrade to v1.2 now.", "It works."]),
+    (
+        "See https://example.com/a.b?c=1 for more. Bye",
+        ["See https://example.com/a.b?c=1 for more.", "Bye"],
+    ),
+    ("Go to example.com. Then log in.", ["Go to example.com.", "Then log in."]),
+    ("Read J. R. R. Tolkien. Good", ["Read J. R. R. Tolkien.", "Good"]),
+    ('He said "stop." Then left.', ['He said "stop."', "Then left."]),
+    ("(It rained.) We stayed in.", ["(It rained.)", "We stayed in."]),
+    ("Steps:\n1. Open it.\n2. Close it.", ["Steps:", "1. Open it.", "2. Close it."]),
+    ("Line one\nLine two", ["Line one", "Line two"]),
+    ("Para one\n\n  Para two", ["Para one", "Para two"]),
+    ("It costs $3.50. Cheap.", ["It costs $3.50.", "Cheap."]),
+    (
+        "Run:\n```\nx = 1. y\nprint(x)\n```\nDone. Ok",
+        ["Run:", "```\nx = 1. y\nprint(x)\n```", "Done.", "Ok"],
+    ),
+    ("no terminator at all", ["no terminator at all"]),
+    ("   ", []),
+    ("", []),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), WHOLE_TEXT_CASES)
+def test_whole_text(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), WHOLE_TEXT_CASES)
+def test_same_result_one_character_at_a_time(text: str, expected: list[str]) -> None:
+    splitter = SentenceSplitter()
+    out = [sentence for char in text for sentence in splitter.push(char)]
+    assert out + splitter.flush() == expected
+
+
+STREAMING_CASES = [
+    # (deltas, sentences released after each delta, flushed rest)
+    (["Hello there.", " How", " are you?"], [[], ["Hello there."], []], ["How are you?"]),
+    (["Pi is 3.", "14 exactly. "], [[], ["Pi is 3.14 exactly."]], []),
+    (["See v1", ".2 now! ", "Ok"], [[], ["See v1.2 now!"], []], ["Ok"]),
+    (["First line\n", "second"], [["First line"], []], ["second"]),
+    (["Code ``", "`\na. b\n``", "`\nAfter. "], [[], [], ["Code ```\na. b\n```", "After."]], []),
+]
+
+
+@pytest.mark.parametrize(("deltas", "released", "rest"), STREAMING_CASES)
+def test_sentences_are_released_as_soon_as_they_are_certain(
+    deltas: list[str], released: list[list[str]], rest: list[str]
+) -> None:
+    splitter = SentenceSplitter()
+    assert [splitter.push(delta) for delta in deltas] == released
+    assert splitter.flush() == rest
+
+
+def test_flush_resets_the_splitter() -> None:
+    splitter = SentenceSplitter()
+    splitter.push("Unfinished ```code")
+    assert splitter.flush() == ["Unfinished ```code"]
+    assert splitter.push("New one. And") == ["New one."]
+    assert splitter.flush() == ["And"]
