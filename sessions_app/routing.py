@@ -1,7 +1,12 @@
-"""WebSocket routes. The realtime consumer is added with the session core."""
+"""WebSocket routes: the realtime session, at /v1/session and /session."""
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
 
-websocket_urlpatterns: list[URLPattern] = []
+from sessions_app.consumers import VoiceConsumer
+
+websocket_urlpatterns = [
+    path("v1/session", VoiceConsumer.as_asgi()),
+    path("session", VoiceConsumer.as_asgi()),
+]

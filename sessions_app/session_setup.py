@@ -1,0 +1,159 @@
+"""Turn a connection's access and its `configure` message into a ready session plan.
+
+Saved agent first, then the browser's inline fields on top, but only when the key
+allows inline config. Runs in a thread (it reads the database); the orchestrator
+itself never touches the ORM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from sessions_app import protocol
+from sessions_app.access import CLOSE_INLINE_REFUSED, Access, agent_allowed
+from sessions_app.models import Agent
+from sessions_app.orchestrator import SessionConfig, ToolDefinition
+from sessions_app.providers import registry
+from sessions_app.providers.base import LLM, STT, TTS, ToolRunner
+from tools_app.schema import SchemaError, to_json_schema
+
+INLINE_FIELDS = {"instructions", "greeting", "voice", "tools"}
+
+
+class ConfigureRefused(Exception):
+    """``close_code`` None: the client may send a corrected configure."""
+
+    def __init__(self, code: str, message: str, close_code: int | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.close_code = code, message, close_code
+
+
+@dataclass
+class SessionPlan:
+    config: SessionConfig
+    agent: Agent | None
+    llm: LLM
+    stt: STT | None
+    tts: TTS | None
+    tool_runner: ToolRunner
+
+
+def new_session_ids() -> tuple[str, str]:
+    return secrets.token_hex(16), secrets.token_urlsafe(32)
+
+
+def _tool(raw: dict[str, Any], path: str, *, pinned_hash: str | None) -> ToolDefinition:
+    try:
+        parameters = to_json_schema(raw.get("parameters"))
+    except SchemaError as exc:
+        raise ConfigureRefused("invalid", f"{path}.{exc}") from None
+    handler = raw.get("handler")
+    timeout_ms = raw.get("timeoutMs")
+    return ToolDefinition(
+        name=raw["name"],
+        description=raw.get("description", ""),
+        parameters=parameters,
+        handler=handler,
+        client=bool(raw.get("client")),
+        timeout_s=timeout_ms / 1000 if timeout_ms else None,
+        pinned=handler is not None and pinned_hash == hashlib.sha256(handler.encode()).hexdigest(),
+    )
+
+
+def _tools(
+    agent: Agent | None, inline: list[protocol.ToolDeclaration] | None
+) -> list[ToolDefinition]:
+    tools: dict[str, ToolDefinition] = {}
+    for index, saved in enumerate(agent.tools if agent else []):
+        tools[saved["name"]] = _tool(
+            saved, f"agent.tools[{index}]", pinned_hash=saved.get("handler_sha256")
+        )
+    for index, declared in enumerate(inline or []):
+        raw = declared.model_dump(by_alias=True, exclude_none=True)
+        tools[declared.name] = _tool(raw, f"tools[{index}]", pinned_hash=None)
+    return list(tools.values())
+
+
+def _agent(access: Access, configure: protocol.ConfigureMessage) -> Agent | None:
+    if configure.agent and (access.agent is None or configure.agent != access.agent.slug):
+        return agent_allowed(access.key, configure.agent)
+    return access.agent
+
+
+def _check_inline(
+    access: Access, configure: protocol.ConfigureMessage, agent: Agent | None
+) -> None:
+    inline = INLINE_FIELDS & configure.model_fields_set
+    if access.key.allow_inline_config:
+        return
+    if inline:
+        raise ConfigureRefused(
+            "inline_config_refused",
+            f"this key does not accept inline config ({', '.join(sorted(inline))}); "
+            "save the agent in the dashboard and connect with agent=<slug>",
+            CLOSE_INLINE_REFUSED,
+        )
+    if agent is None:
+        raise ConfigureRefused(
+            "inline_config_refused",
+            "this key only serves saved agents; name one with agent=<slug>",
+            CLOSE_INLINE_REFUSED,
+        )
+
+
+def _llm(model: str | None) -> tuple[LLM, str]:
+    if not settings.LLM_BASE_URL:
+        return registry.create("llm", "offline"), "offline"
+    llm = registry.create(
+        "llm",
+        "openai",
+        base_url=settings.LLM_BASE_URL,
+        api_key=settings.LLM_API_KEY,
+        model=model or settings.LLM_MODEL,
+        timeout_s=settings.LLM_TIMEOUT_S,
+    )
+    return llm, "openai"
+
+
+def session_plan_build(
+    *, access: Access, configure: protocol.ConfigureMessage, session_id: str, resume_token: str
+) -> SessionPlan:
+    agent = _agent(access, configure)
+    _check_inline(access, configure, agent)
+
+    def pick(name: str, default: Any) -> Any:
+        value = getattr(configure, name)
+        return value if value is not None else default
+
+    mode = pick("mode", agent.mode if agent else "voice")
+    llm, llm_name = _llm(agent.llm_model if agent and agent.llm_model else None)
+    speaks = mode == "voice"
+    stt_name = (agent.stt_provider if agent else "") or settings.STT_PROVIDER
+    tts_name = (agent.tts_provider if agent else "") or settings.TTS_PROVIDER
+    config = SessionConfig(
+        session_id=session_id,
+        resume_token=resume_token,
+        workspace_id=access.workspace.pk,
+        llm_name=llm_name,
+        instructions=pick("instructions", agent.instructions if agent else ""),
+        greeting=pick("greeting", agent.greeting if agent else "") or None,
+        voice=pick("voice", agent.voice if agent else "") or None,
+        mode=mode,
+        variables=dict(configure.variables or {}),
+        tools=_tools(agent, configure.tools),
+        max_tool_steps=settings.MAX_TOOL_STEPS,
+        client_tool_timeout=settings.CLIENT_TOOL_TIMEOUT_S,
+    )
+    return SessionPlan(
+        config=config,
+        agent=agent,
+        llm=llm,
+        stt=registry.create("stt", stt_name) if speaks else None,
+        tts=registry.create("tts", tts_name) if speaks else None,
+        tool_runner=registry.create("tools", settings.TOOL_RUNNER),
+    )
