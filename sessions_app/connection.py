@@ -145,6 +145,11 @@ class Connection:
             send_audio=self._send_bytes,
             first_seq=self._pre_seq,
         )
+        logger.info(
+            "session started: workspace=%s mode=%s llm=%s tools=%d",
+            self._access.workspace.pk, plan.config.mode, plan.config.llm_name,
+            len(plan.config.tools),
+        )  # fmt: skip
         await self._session.start()
 
     async def _emit(self, event: dict[str, Any]) -> None:

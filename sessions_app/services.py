@@ -10,10 +10,12 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from pydantic import ValidationError as PydanticError
 
 from secrets_app.models import ApiKey, Workspace
+from sessions_app import protocol
 from sessions_app.models import Agent, Session, TranscriptEntry
-from sessions_app.tool_definitions import clean_tool_definitions
+from tools_app.schema import SchemaError, to_json_schema
 
 AGENT_FIELDS = (
     "name", "slug", "instructions", "greeting", "voice", "mode",
@@ -25,12 +27,30 @@ def handler_sha256(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def agent_tools_clean(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _declared_tools(tools: list[Any]) -> list[protocol.ToolDeclaration]:
+    """The same rules as a browser's configure, so a saved agent always loads."""
+    try:
+        message = protocol.ConfigureMessage.model_validate(
+            {"type": "configure", "tools": tools}, by_alias=True, by_name=False
+        )
+    except PydanticError as exc:
+        raise ValidationError(protocol.describe_errors(exc)) from None
+    declared = list(message.tools or [])
+    for index, tool in enumerate(declared):
+        try:
+            to_json_schema(tool.parameters)
+        except SchemaError as exc:
+            raise ValidationError(f"tools[{index}].{exc}") from None
+    return declared
+
+
+def agent_tools_clean(tools: list[Any]) -> list[dict[str, Any]]:
     """Tools as stored: validated, with the hash that pins each saved handler."""
     pinned = []
-    for tool in clean_tool_definitions(tools):
-        if tool.get("handler") is not None:
-            tool = {**tool, "handler_sha256": handler_sha256(tool["handler"])}
+    for declared in _declared_tools(tools):
+        tool = declared.model_dump(by_alias=True, exclude_none=True)
+        if declared.handler is not None:
+            tool["handler_sha256"] = handler_sha256(declared.handler)
         pinned.append(tool)
     return pinned
 
