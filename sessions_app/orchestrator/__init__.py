@@ -1,0 +1,42 @@
+"""VoiceSession: one realtime conversation, plain asyncio, providers injected.
+
+The consumer decodes frames and calls ``handle`` / ``push_audio``; the session answers
+through ``emit`` (JSON events, already carrying ``seq`` and ``ts``) and ``send_audio``
+(PCM16 at ``tts_sample_rate``). Each assistant turn is one task that an interruption
+cancels; server tools run shielded so a finished tool keeps its result in history.
+
+History is OpenAI chat format. When a turn is interrupted, the assistant message keeps
+only what the user heard (the sentences handed to TTS, narrowed by ``playedMs`` when
+known) followed by ``INTERRUPTED_MARK``.
+
+Modules: ``config`` (what a session is given, ``TurnMetrics``), ``core`` (shared state,
+events, tasks), ``speech`` (speech out, what the user heard), ``tools`` (tool calls),
+``turns`` (the turn lifecycle, interruption), ``session`` (``VoiceSession``: the
+consumer's entry points, speech in).
+"""
+
+from __future__ import annotations
+
+from sessions_app.orchestrator.config import (
+    Mode,
+    SessionConfig,
+    ToolDefinition,
+    TurnMetrics,
+    render_template,
+)
+from sessions_app.orchestrator.session import VoiceSession
+from sessions_app.orchestrator.speech import INTERRUPTED_MARK
+from sessions_app.orchestrator.tools import SERVER_TOOL_GRACE_S
+from sessions_app.orchestrator.turns import TOOLS_EXHAUSTED_NOTE
+
+__all__ = [
+    "INTERRUPTED_MARK",
+    "SERVER_TOOL_GRACE_S",
+    "TOOLS_EXHAUSTED_NOTE",
+    "Mode",
+    "SessionConfig",
+    "ToolDefinition",
+    "TurnMetrics",
+    "VoiceSession",
+    "render_template",
+]

@@ -1,0 +1,163 @@
+"""The state every part of a session shares, and how a session talks to its client.
+
+``SessionCore`` holds the injected providers and callables, the history and the turn
+state; the mixins in ``speech``, ``tools`` and ``turns`` build on it, and
+``session.VoiceSession`` puts them together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessions_app.orchestrator.config import SessionConfig, TurnMetrics
+from sessions_app.providers.base import LLM, STT, TTS, STTStream, ToolRunner
+
+# The package's name, not this module's: log configuration written for the single-module
+# orchestrator keeps matching.
+logger = logging.getLogger("sessions_app.orchestrator")
+
+
+@dataclass(eq=False)
+class Sentence:
+    round: int
+    text: str
+    start_ms: float | None = None  # offset in the turn's audio; None: not spoken yet
+
+
+@dataclass(eq=False)
+class Turn:
+    id: int
+    metrics: TurnMetrics | None  # None for the greeting
+    task: asyncio.Task[None] | None = None
+    speech_task: asyncio.Task[None] | None = None
+    speech_queue: asyncio.Queue[Sentence | None] = field(default_factory=asyncio.Queue)
+    round: int = 0
+    round_open: bool = False  # streamed text of this round is not in history yet
+    round_text: str = ""
+    text: str = ""  # everything streamed this turn (the `chat` text)
+    steps: list[str] = field(default_factory=list)
+    sentences: list[Sentence] = field(default_factory=list)
+    message: dict[str, Any] | None = None  # the final assistant message, once committed
+    client_calls: set[str] = field(default_factory=set)
+    audio_ms: float = 0.0  # audio sent so far
+    first_audio_at: float | None = None
+    playback_end: float = 0.0  # when the client will have played all of it (estimate)
+    tts_failed: bool = False
+    finished: bool = False
+    interrupted: bool = False
+
+
+@dataclass(eq=False)
+class PendingClientCall:
+    future: asyncio.Future[tuple[Any, str | None]]
+    turn: Turn
+    name: str
+    message: dict[str, Any]
+
+
+class SessionCore:
+    def __init__(
+        self,
+        *,
+        config: SessionConfig,
+        llm: LLM,
+        tool_runner: ToolRunner,
+        emit: Callable[[dict[str, Any]], Awaitable[None]],
+        send_audio: Callable[[bytes], Awaitable[None]],
+        stt: STT | None = None,
+        tts: TTS | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_turn_metrics: Callable[[TurnMetrics], None] | None = None,
+        first_seq: int = 0,
+    ) -> None:
+        """``first_seq``: the last seq the connection already used (events sent before the
+        session existed); the session continues after it."""
+        self.config = config
+        self._llm, self._tool_runner, self._stt, self._tts = llm, tool_runner, stt, tts
+        self._emit_event, self._send_audio = emit, send_audio
+        self._clock, self._on_turn_metrics = clock, on_turn_metrics
+        self._variables = dict(config.variables)
+        self._tools = {tool.name: tool for tool in config.tools}
+        self._history: list[dict[str, Any]] = []
+        self._seq = first_seq
+        self._emit_lock = asyncio.Lock()
+        self._control_lock = asyncio.Lock()  # starting, cancelling and resetting turns
+        self._turn: Turn | None = None
+        self._turn_ids = 0
+        self._client_calls: dict[str, PendingClientCall] = {}
+        self._used_call_ids: set[str] = set()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._stt_stream: STTStream | None = None
+        self._stt_task: asyncio.Task[None] | None = None
+        self._audio_refused = False
+        self._closed = False
+
+    @property
+    def speaks(self) -> bool:
+        return self.config.mode == "voice" and self._tts is not None
+
+    async def handle_error(self, code: str, message: str) -> None:
+        """Emit an ``error`` event in this session's sequence (never raises)."""
+        try:
+            await self._emit("error", {"code": code, "message": message})
+        except Exception as exc:
+            log_failure(self.config.session_id, "emitting an error", exc)
+
+    # ------------------------------------------------------------ events
+
+    async def _emit(self, event_type: str, data: dict[str, Any] | None = None) -> None:
+        await self._emit_all((event_type, data or {}))
+
+    async def _emit_all(self, *events: tuple[str, dict[str, Any]]) -> None:
+        """Emit events back to back: nothing else gets a seq between them."""
+        if self._closed:
+            return
+        async with self._emit_lock:  # seq order is send order
+            for event_type, data in events:
+                self._seq += 1
+                ts = int(time.time() * 1000)
+                await self._emit_event({"type": event_type, "seq": self._seq, "ts": ts, **data})
+
+    def _spawn(
+        self, what: str, function: Callable[..., Coroutine[Any, Any, None]], *args: Any
+    ) -> asyncio.Task[None]:
+        # The coroutine is created inside the task: one cancelled before it ever ran
+        # leaves no un-awaited coroutine behind.
+        task = self._guarded(what, function, *args)
+        return asyncio.create_task(task, name=f"voice-session {what}")
+
+    async def _guarded(
+        self, what: str, function: Callable[..., Coroutine[Any, Any, None]], *args: Any
+    ) -> None:
+        try:
+            await function(*args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log_failure(self.config.session_id, what, exc)
+            await self.handle_error("internal", "internal error")
+
+
+@contextlib.asynccontextmanager
+async def closing_stream(iterator: AsyncIterator[Any]) -> AsyncIterator[AsyncIterator[Any]]:
+    """Close a provider stream promptly (its HTTP response) even when the turn is cancelled."""
+    try:
+        yield iterator
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def log_failure(session_id: str, what: str, exc: BaseException) -> None:
+    # Exception messages may quote transcripts or tool arguments: log the type and the
+    # code locations only.
+    frames = "".join(traceback.format_tb(exc.__traceback__))
+    logger.error("session %s: %s failed with %s\n%s", session_id, what, type(exc).__name__, frames)

@@ -1,0 +1,190 @@
+"""``VoiceSession``: what the consumer calls, and speech recognition in."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from sessions_app import protocol
+from sessions_app.orchestrator.config import render_template
+from sessions_app.orchestrator.core import closing_stream, log_failure
+from sessions_app.orchestrator.turns import Turns
+from sessions_app.providers.base import (
+    FinalTranscript,
+    PartialTranscript,
+    ProviderError,
+    SpeechStarted,
+    STTEvent,
+    STTStream,
+)
+
+
+class VoiceSession(Turns):
+    """One realtime conversation; see the package docstring.
+
+    The constructor (``SessionCore.__init__``) takes the config, the providers, and the
+    ``emit`` / ``send_audio`` callables, all keyword-only.
+    """
+
+    # ------------------------------------------------------------ what the consumer calls
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return list(self._history)
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    async def start(self) -> None:
+        config = self.config
+        await self._emit("ready", {
+            "sessionId": config.session_id,
+            "resumeToken": config.resume_token,
+            "sampleRate": protocol.CLIENT_SAMPLE_RATE,
+            "ttsSampleRate": config.tts_sample_rate,
+            "protocolVersion": protocol.PROTOCOL_VERSION,
+            "mode": config.mode,
+            "llm": config.llm_name,
+        })  # fmt: skip
+        if config.mode == "voice":
+            await self._open_stt()
+        greeting = render_template(config.greeting or "", self._variables).strip()
+        if greeting:
+            await self._emit("greeting", {"text": greeting})
+            await self._greet(greeting)
+
+    async def handle(self, message: protocol.ClientMessage) -> None:
+        if self._closed:
+            return
+        match message:
+            case protocol.TextMessage():
+                await self._begin_turn(message.text, "text", self._clock())
+            case protocol.CancelMessage():
+                await self.cancel(played_ms=message.played_ms)
+            case protocol.ResetMessage():
+                await self.reset()
+            case protocol.ContextMessage():
+                await self._update_context(message.variables, message.text)
+            case protocol.ToolResultMessage():
+                await self.resolve_tool_result(message.call_id, message.result, message.error)
+            case protocol.PingMessage():
+                await self._emit("pong", {} if message.t is None else {"t": message.t})
+            case protocol.ConfigureMessage():
+                await self.handle_error("already_configured", "this session is already configured")
+            case protocol.ResumeMessage():
+                await self.handle_error(
+                    "resume_unavailable", "resume must be the first message of a connection"
+                )
+
+    async def push_audio(self, pcm: bytes) -> None:
+        if self._closed:
+            return
+        if self.config.mode != "voice" or self._stt is None:
+            if not self._audio_refused:
+                self._audio_refused = True
+                if self.config.mode != "voice":
+                    await self.handle_error("not_voice_mode", "audio is ignored in text mode")
+                else:
+                    await self.handle_error("stt_failed", "no speech recognition is configured")
+            return
+        stream = self._stt_stream
+        if stream is None:
+            return
+        try:
+            await stream.push_audio(pcm)
+        except ProviderError as exc:
+            await self._stt_failed(stream, exc)
+
+    async def cancel(self, *, played_ms: int | None = None) -> None:
+        async with self._control_lock:
+            if not await self._interrupt("cancel", played_ms):
+                await self._emit("cancelled", {"reason": "cancel"})
+
+    async def reset(self) -> None:
+        async with self._control_lock:
+            await self._interrupt("reset", None)
+            self._history.clear()
+            self._turn = None
+            await self._emit("reset")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for pending in self._client_calls.values():
+            pending.future.cancel()
+        self._client_calls.clear()
+        turn = self._turn
+        tasks = {self._stt_task, *self._background}
+        if turn is not None:
+            tasks |= {turn.task, turn.speech_task}
+        running = {task for task in tasks if task is not None and not task.done()}
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.wait(running)
+        if self._stt_stream is not None:
+            stream, self._stt_stream = self._stt_stream, None
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+
+    async def _update_context(self, variables: dict[str, str] | None, text: str | None) -> None:
+        merged = {**self._variables, **(variables or {})}
+        if len(merged) > protocol.VARIABLES_MAX:
+            message = f"variables: at most {protocol.VARIABLES_MAX} per session; nothing changed"
+            await self.handle_error("invalid", message)
+            return
+        self._variables = merged
+        if text and text.strip():
+            self._history.append({"role": "system", "content": f"Context update: {text.strip()}"})
+
+    # ------------------------------------------------------------ speech in
+
+    async def _open_stt(self) -> None:
+        if self._stt is None:
+            return
+        try:
+            self._stt_stream = await self._stt.open(sample_rate=protocol.CLIENT_SAMPLE_RATE)
+        except ProviderError as exc:
+            await self.handle_error("stt_failed", str(exc))
+            return
+        self._stt_task = self._spawn("speech recognition", self._consume_stt, self._stt_stream)
+
+    async def _consume_stt(self, stream: STTStream) -> None:
+        try:
+            async with closing_stream(stream.events()) as events:
+                async for event in events:
+                    try:
+                        await self._on_stt_event(event)
+                    except Exception as exc:  # one bad event must not end transcription
+                        log_failure(self.config.session_id, "a speech event", exc)
+                        await self.handle_error("internal", "internal error")
+        except ProviderError as exc:
+            await self._stt_failed(stream, exc)
+
+    async def _stt_failed(self, stream: STTStream, exc: ProviderError) -> None:
+        if self._stt_stream is not stream:
+            return  # already reported
+        self._stt_stream = None
+        await self.handle_error("stt_failed", str(exc))
+        with contextlib.suppress(Exception):
+            await stream.aclose()
+
+    async def _on_stt_event(self, event: STTEvent) -> None:
+        if isinstance(event, SpeechStarted):
+            async with self._control_lock:
+                if self._agent_speaking():
+                    await self._interrupt("barge_in", None)
+        elif isinstance(event, PartialTranscript):
+            if event.text.strip():
+                await self._emit("transcript", {"text": event.text, "final": False})
+        elif isinstance(event, FinalTranscript) and event.text.strip():
+            await self._begin_turn(event.text.strip(), "speech", self._clock())
+
+    def _agent_speaking(self) -> bool:
+        turn = self._turn
+        if turn is None or turn.first_audio_at is None:
+            return False
+        return not turn.finished or self._playing(turn)

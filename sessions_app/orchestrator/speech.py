@@ -1,0 +1,102 @@
+"""Speech out: sentences queue up, are cleaned for speech, synthesized and sent as audio.
+
+Also what the user heard of it: when a turn is interrupted, history keeps only the
+sentences that started playing (narrowed by the client's ``playedMs``, or by our estimate
+of its playback) followed by ``INTERRUPTED_MARK``.
+"""
+
+from __future__ import annotations
+
+from sessions_app.orchestrator.core import Sentence, SessionCore, Turn, closing_stream
+from sessions_app.providers.base import ProviderError
+from sessions_app.voice_cleaner import clean_for_speech
+
+INTERRUPTED_MARK = "[interrupted]"
+
+
+class SpeechOutput(SessionCore):
+    def _say(self, turn: Turn, text: str) -> None:
+        sentence = Sentence(turn.round, text)
+        turn.sentences.append(sentence)
+        turn.speech_queue.put_nowait(sentence)
+        if turn.speech_task is None:
+            turn.speech_task = self._spawn("speech", self._speak, turn)
+
+    async def _finish_speech(self, turn: Turn) -> None:
+        if turn.speech_task is not None:
+            turn.speech_queue.put_nowait(None)
+            await turn.speech_task
+        await self._emit("tts_done")
+
+    async def _speak(self, turn: Turn) -> None:
+        assert self._tts is not None
+        while (sentence := await turn.speech_queue.get()) is not None:
+            if turn.tts_failed:
+                continue  # reported once; the text still reached the screen
+            speech = clean_for_speech(sentence.text)
+            sentence.start_ms = turn.audio_ms
+            if not speech.strip():
+                continue
+            if turn.metrics is not None and turn.metrics.first_tts_request_at is None:
+                turn.metrics.first_tts_request_at = self._clock()
+            try:
+                chunks = self._tts.synthesize(speech, voice=self.config.voice)
+                async with closing_stream(chunks) as audio:
+                    async for chunk in audio:
+                        await self._play(turn, chunk)
+            except ProviderError as exc:
+                turn.tts_failed = True
+                await self.handle_error("tts_failed", str(exc))
+
+    async def _play(self, turn: Turn, chunk: bytes) -> None:
+        if not chunk:
+            return
+        if turn.first_audio_at is None:
+            turn.first_audio_at = self._clock()
+            if turn.metrics is not None:
+                turn.metrics.first_audio_at = turn.first_audio_at
+        await self._send_audio(chunk)
+        chunk_ms = len(chunk) * 1000 / (2 * self.config.tts_sample_rate)
+        turn.audio_ms += chunk_ms
+        # Playback runs in real time from the first chunk and stalls when audio runs out.
+        turn.playback_end = max(turn.playback_end, self._clock()) + chunk_ms / 1000
+
+    # ------------------------------------------------------------ what the user heard
+
+    def _playing(self, turn: Turn) -> bool:
+        """Whether the client is probably still playing audio we sent."""
+        return self._clock() < turn.playback_end
+
+    def _estimated_played_ms(self, turn: Turn) -> float | None:
+        if not self.speaks:
+            return None
+        unplayed_ms = max(0.0, turn.playback_end - self._clock()) * 1000
+        return max(0.0, turn.audio_ms - unplayed_ms)
+
+    def _cut_history(self, turn: Turn, played_ms: float | None) -> None:
+        """Keep in history only the part of this round's reply the user got."""
+        if turn.round_open:
+            turn.round_open = False
+            kept = self._kept_text(turn, played_ms) if self.speaks else turn.round_text
+            if turn.round_text:
+                self._history.append({"role": "assistant", "content": _interrupted(kept)})
+        elif turn.message is not None and self.speaks:
+            round_sentences = [s for s in turn.sentences if s.round == turn.round]
+            if not all(_heard(s, played_ms) for s in round_sentences):
+                turn.message["content"] = _interrupted(self._kept_text(turn, played_ms))
+
+    def _kept_text(self, turn: Turn, played_ms: float | None) -> str:
+        return " ".join(
+            s.text for s in turn.sentences if s.round == turn.round and _heard(s, played_ms)
+        )
+
+
+def _heard(sentence: Sentence, played_ms: float | None) -> bool:
+    if sentence.start_ms is None:
+        return False
+    return played_ms is None or sentence.start_ms < played_ms
+
+
+def _interrupted(kept: str) -> str:
+    kept = kept.rstrip()
+    return f"{kept} {INTERRUPTED_MARK}" if kept else INTERRUPTED_MARK

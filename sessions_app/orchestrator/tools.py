@@ -1,0 +1,183 @@
+"""Tool calls of a turn: arguments checked against the tool's schema, then run.
+
+Server tools go to the ``ToolRunner`` in a background task the turn only waits on through
+``asyncio.shield``: an interrupted turn stops waiting, the tool finishes and its result
+still replaces the placeholder in history. Client tools are sent as ``tool_call`` and
+wait on a future that ``resolve_tool_result`` settles, up to the tool's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from sessions_app.orchestrator.config import ToolDefinition
+from sessions_app.orchestrator.core import PendingClientCall, SessionCore, Turn, log_failure
+from sessions_app.providers.base import ToolCall, ToolInvocation, ToolOutcome
+from tools_app.schema import ArgumentsInvalid, SchemaError, parse_arguments, validate_arguments
+
+# Extra time the runner gets beyond the tool's own timeout before we stop waiting for it.
+SERVER_TOOL_GRACE_S = 5.0
+_NAME_SHOWN_MAX = 64
+
+
+class ToolCalls(SessionCore):
+    async def resolve_tool_result(
+        self, call_id: str, result: Any = None, error: str | None = None
+    ) -> None:
+        pending = self._client_calls.pop(call_id, None)
+        if pending is None or pending.future.done():
+            await self.handle_error(
+                "unknown_tool_call", "no tool call is waiting for this callId (finished or expired)"
+            )
+            return
+        pending.future.set_result((result, error))
+
+    async def _run_tools(self, turn: Turn, text: str, calls: tuple[ToolCall, ...]) -> None:
+        calls = tuple(
+            ToolCall(self._unique_call_id(call.id), call.name, call.arguments) for call in calls
+        )
+        tool_calls = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ]
+        self._history.append(
+            {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
+        )
+        turn.round_open = False
+        # Results replace these placeholders in place, even after the turn is gone.
+        messages = [
+            {"role": "tool", "tool_call_id": c.id, "content": _error_content("interrupted")}
+            for c in calls
+        ]
+        self._history.extend(messages)
+        turn.steps.extend(f"Using {c.name}" for c in calls)
+        assert turn.metrics is not None
+        turn.metrics.tool_calls += len(calls)
+        async with asyncio.TaskGroup() as group:  # a cancelled turn cancels every call
+            for call, message in zip(calls, messages, strict=True):
+                group.create_task(self._run_tool(turn, call, message))
+
+    def _unique_call_id(self, call_id: str) -> str:
+        # Some models number calls "0", "1"… every round; the browser needs them unique.
+        base = call_id or "call"
+        unique, n = base, 1
+        while unique in self._used_call_ids:
+            n += 1
+            unique = f"{base}_{n}"
+        self._used_call_ids.add(unique)
+        return unique
+
+    async def _run_tool(self, turn: Turn, call: ToolCall, message: dict[str, Any]) -> None:
+        name = call.name[:_NAME_SHOWN_MAX]
+        await self._tool_status(call.id, name, "started")
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self._tools) or "none"
+            error = f"unknown tool {name!r}; available tools: {known}"
+            return await self._settle(call.id, name, message, ToolOutcome("failed", error=error))
+        try:
+            arguments = parse_arguments(call.arguments)
+            validate_arguments(tool.parameters, arguments)
+        except (ArgumentsInvalid, SchemaError) as exc:
+            outcome = ToolOutcome("failed", error=f"invalid arguments: {exc}")
+            return await self._settle(call.id, name, message, outcome)
+        if tool.client:
+            await self._run_client_tool(turn, tool, call, arguments, message)
+        else:
+            await self._run_server_tool(tool, call, arguments, message)
+
+    async def _run_server_tool(
+        self,
+        tool: ToolDefinition,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        message: dict[str, Any],
+    ) -> None:
+        invocation = ToolInvocation(
+            call_id=call.id,
+            session_id=self.config.session_id,
+            workspace_id=self.config.workspace_id,
+            name=tool.name,
+            handler=tool.handler or "",
+            arguments=arguments,
+            timeout_s=self._timeout(tool),
+            pinned=tool.pinned,
+        )
+        task = self._spawn("server tool", self._execute, invocation, message)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        await asyncio.shield(task)  # an interrupted turn stops waiting; the tool goes on
+
+    async def _execute(self, invocation: ToolInvocation, message: dict[str, Any]) -> None:
+        try:
+            outcome = await asyncio.wait_for(
+                self._tool_runner.run(invocation), invocation.timeout_s + SERVER_TOOL_GRACE_S
+            )
+        except TimeoutError:
+            outcome = ToolOutcome("timed_out", error=_timed_out(invocation.timeout_s))
+        except Exception as exc:
+            log_failure(self.config.session_id, "a server tool", exc)
+            outcome = ToolOutcome("failed", error="the tool could not be run")
+        await self._settle(invocation.call_id, invocation.name, message, outcome)
+
+    async def _run_client_tool(
+        self,
+        turn: Turn,
+        tool: ToolDefinition,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        message: dict[str, Any],
+    ) -> None:
+        future: asyncio.Future[tuple[Any, str | None]] = asyncio.get_running_loop().create_future()
+        self._client_calls[call.id] = PendingClientCall(future, turn, tool.name, message)
+        turn.client_calls.add(call.id)
+        timeout = self._timeout(tool)
+        await self._emit(
+            "tool_call", {"callId": call.id, "name": tool.name, "arguments": arguments}
+        )
+        try:
+            result, error = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            self._client_calls.pop(call.id, None)
+            outcome = ToolOutcome("timed_out", error=_timed_out(timeout))
+        else:
+            if error is not None:
+                outcome = ToolOutcome("failed", error=error)
+            else:
+                outcome = ToolOutcome("completed", result=json.dumps(result, ensure_ascii=False))
+        turn.client_calls.discard(call.id)
+        await self._settle(call.id, tool.name, message, outcome)
+
+    async def _cancel_client_calls(self, turn: Turn) -> None:
+        """The user interrupted ``turn``: its client calls stop waiting, as cancelled."""
+        for call_id in sorted(turn.client_calls):
+            pending = self._client_calls.pop(call_id, None)
+            if pending is not None:
+                pending.future.cancel()
+                pending.message["content"] = _error_content("cancelled: the user interrupted")
+                await self._tool_status(call_id, pending.name, "cancelled")
+
+    def _timeout(self, tool: ToolDefinition) -> float:
+        return tool.timeout_s or self.config.client_tool_timeout
+
+    async def _settle(
+        self, call_id: str, name: str, message: dict[str, Any], outcome: ToolOutcome
+    ) -> None:
+        if outcome.status == "completed":
+            message["content"] = outcome.result if outcome.result is not None else "null"
+        else:
+            message["content"] = _error_content(outcome.error or outcome.status.replace("_", " "))
+        await self._tool_status(call_id, name, outcome.status)
+
+    async def _tool_status(self, call_id: str, name: str, status: str) -> None:
+        await self._emit("tool_status", {"callId": call_id, "name": name, "status": status})
+
+
+def _error_content(error: str) -> str:
+    return json.dumps({"error": error}, ensure_ascii=False)
+
+
+def _timed_out(seconds: float) -> str:
+    return f"timed out after {seconds:g} s"

@@ -1,0 +1,191 @@
+"""The turn lifecycle: begin, converse with the LLM (tool rounds included), finish.
+
+Each assistant turn is one task that an interruption cancels. A turn streams its rounds
+into history as they close; ``_interrupt`` cuts the open one down to what the user got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from sessions_app.orchestrator.config import TurnMetrics, render_template
+from sessions_app.orchestrator.core import Turn, closing_stream, log_failure
+from sessions_app.orchestrator.speech import SpeechOutput
+from sessions_app.orchestrator.tools import ToolCalls
+from sessions_app.providers.base import (
+    ProviderError,
+    TextDelta,
+    ToolCall,
+    ToolCallsRequested,
+    ToolSpec,
+)
+from sessions_app.sentences import SentenceSplitter, split_sentences
+
+TOOLS_EXHAUSTED_NOTE = (
+    "The tool-call limit for this turn is reached. Answer the user now with what you have; "
+    "do not call tools."
+)
+
+
+class Turns(SpeechOutput, ToolCalls):
+    async def _begin_turn(self, text: str, source: Literal["speech", "text"], at: float) -> None:
+        async with self._control_lock:
+            if self._closed:
+                return
+            await self._interrupt("new_turn", None)
+            if self._closed:  # closed meanwhile: start nothing close() would not see
+                return
+            self._turn_ids += 1
+            turn = Turn(id=self._turn_ids, metrics=TurnMetrics(self._turn_ids, source, at))
+            self._history.append({"role": "user", "content": text})
+            self._turn = turn
+            # The LLM request goes out while `turn` is being sent; the emit lock, taken
+            # before the task first runs, keeps `turn` and `thinking` ahead of its events.
+            turn.task = self._spawn("turn", self._run_turn, turn)
+            await self._emit_all(("turn", {"text": text}), ("thinking", {}))
+
+    async def _greet(self, greeting: str) -> None:
+        self._turn_ids += 1
+        turn = Turn(id=self._turn_ids, metrics=None)
+        turn.message = {"role": "assistant", "content": greeting}
+        self._history.append(turn.message)
+        self._turn = turn
+        if not self.speaks:
+            turn.finished = True
+            return
+        for sentence in split_sentences(greeting):
+            self._say(turn, sentence)
+        turn.task = self._spawn("greeting", self._speak_greeting, turn)
+
+    async def _speak_greeting(self, turn: Turn) -> None:
+        await self._finish_speech(turn)
+        self._finish_turn(turn, "completed")
+
+    async def _run_turn(self, turn: Turn) -> None:
+        try:
+            await self._converse(turn)
+        except ProviderError as exc:
+            await self._abandon(turn)
+            await self.handle_error(exc.code or "llm_failed", str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log_failure(self.config.session_id, "a turn", exc)
+            await self._abandon(turn)
+            await self.handle_error("internal", "internal error")
+        else:
+            self._finish_turn(turn, "completed")
+
+    async def _abandon(self, turn: Turn) -> None:
+        await _stop(turn.speech_task)
+        for call_id in turn.client_calls:
+            self._client_calls.pop(call_id, None)
+        self._cut_history(turn, None)
+        self._finish_turn(turn, "failed")
+
+    async def _converse(self, turn: Turn) -> None:
+        specs = [ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values()]
+        steps = max(1, self.config.max_tool_steps)
+        for round_no in range(1, steps + 1):
+            turn.round = round_no
+            last = round_no == steps
+            messages = self._llm_messages(exhausted=last and round_no > 1 and bool(specs))
+            text, calls = await self._stream_round(turn, messages, [] if last else specs)
+            if calls and not last:
+                await self._run_tools(turn, text, calls)
+                continue
+            if text:  # calls on the last round are dropped: the turn ends with what it has
+                turn.message = {"role": "assistant", "content": text}
+                self._history.append(turn.message)
+            turn.round_open = False
+            break
+        await self._emit("chat", {"text": turn.text, "steps": turn.steps})
+        if self.speaks:
+            await self._finish_speech(turn)
+
+    def _llm_messages(self, *, exhausted: bool) -> list[dict[str, Any]]:
+        instructions = render_template(self.config.instructions, self._variables)
+        messages = [{"role": "system", "content": instructions}] if instructions.strip() else []
+        messages += self._history
+        if exhausted:
+            messages.append({"role": "system", "content": TOOLS_EXHAUSTED_NOTE})
+        return messages
+
+    async def _stream_round(
+        self, turn: Turn, messages: list[dict[str, Any]], tools: list[ToolSpec]
+    ) -> tuple[str, tuple[ToolCall, ...]]:
+        turn.round_open, turn.round_text = True, ""
+        splitter = SentenceSplitter() if self.speaks else None
+        calls: tuple[ToolCall, ...] = ()
+        metrics = turn.metrics
+        assert metrics is not None
+        metrics.llm_rounds += 1
+        if metrics.llm_request_at is None:
+            metrics.llm_request_at = self._clock()
+        stream = self._llm.stream(messages=messages, tools=tools, model=self.config.model)
+        async with closing_stream(stream) as events:
+            async for event in events:
+                if isinstance(event, TextDelta) and event.text:
+                    await self._on_text(turn, splitter, event.text)
+                elif isinstance(event, ToolCallsRequested):
+                    calls = event.calls
+        for sentence in splitter.flush() if splitter else ():
+            self._say(turn, sentence)
+        return turn.round_text, calls
+
+    async def _on_text(self, turn: Turn, splitter: SentenceSplitter | None, text: str) -> None:
+        assert turn.metrics is not None
+        if turn.metrics.first_llm_text_at is None:
+            turn.metrics.first_llm_text_at = self._clock()
+        if not turn.round_text and turn.text and not turn.text[-1].isspace():
+            text = " " + text  # rounds of one turn read as one reply
+        turn.round_text += text
+        turn.text += text
+        for sentence in splitter.push(text) if splitter else ():
+            self._say(turn, sentence)
+        await self._emit("chat_delta", {"text": text})
+
+    def _finish_turn(
+        self, turn: Turn, outcome: Literal["completed", "cancelled", "failed"]
+    ) -> None:
+        if turn.finished:
+            return
+        turn.finished = True
+        metrics = turn.metrics
+        if metrics is None or self._on_turn_metrics is None:
+            return
+        metrics.end_at, metrics.outcome = self._clock(), outcome
+        try:
+            self._on_turn_metrics(metrics)
+        except Exception as exc:
+            log_failure(self.config.session_id, "on_turn_metrics", exc)
+
+    # ------------------------------------------------------------ interruption
+
+    async def _interrupt(self, reason: str, played_ms: int | None) -> bool:
+        """Stop the current turn (caller holds the control lock). False: nothing to stop."""
+        turn = self._turn
+        if turn is None or turn.interrupted:
+            return False
+        running = turn.task is not None and not turn.task.done() and not turn.finished
+        # The client's playedMs outranks our estimate of its playback.
+        if not running and not self._playing(turn) and played_ms is None:
+            return False
+        if played_ms is None and (reason != "cancel" or not running):
+            played_ms = self._estimated_played_ms(turn)
+        turn.interrupted = True
+        await _stop(turn.task, turn.speech_task)
+        await self._emit("cancelled", {"reason": reason})
+        await self._cancel_client_calls(turn)
+        self._cut_history(turn, played_ms)
+        self._finish_turn(turn, "cancelled")
+        return True
+
+
+async def _stop(*tasks: asyncio.Task[Any] | None) -> None:
+    running = {task for task in tasks if task is not None and not task.done()}
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running)
