@@ -57,6 +57,15 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_int_list(name: str, default: list[int]) -> list[int]:
+    try:
+        return [int(item) for item in env_list(name, [str(value) for value in default])]
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"{name} must be comma-separated integers, got {os.environ.get(name)!r}"
+        ) from None
+
+
 def env_secret(name: str) -> str | None:
     """Read NAME, or the contents of the file named by NAME_FILE (docker/k8s secrets)."""
     value = os.environ.get(name)

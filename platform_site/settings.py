@@ -13,7 +13,15 @@ from urllib.parse import urlparse
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from platform_site.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+from platform_site.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_int_list,
+    env_list,
+    env_secret,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR") or BASE_DIR / "var")
@@ -194,3 +202,17 @@ TOOL_RUNNER = env_str("TOOL_RUNNER", "unavailable")
 MAX_TOOL_STEPS = env_int("MAX_TOOL_STEPS", 5, minimum=1)
 CLIENT_TOOL_TIMEOUT_S = env_float("CLIENT_TOOL_TIMEOUT_S", 10.0)
 CONFIGURE_TIMEOUT_S = env_float("CONFIGURE_TIMEOUT_S", 10.0)
+
+# Tool sandbox (published in the README's "Sandbox limits").
+SANDBOX_WALL_TIME_S = env_float("SANDBOX_WALL_TIME_S", 30.0)
+SANDBOX_HEAP_BYTES = env_int("SANDBOX_HEAP_MB", 64, minimum=16) * 1024 * 1024
+SANDBOX_MAX_FETCHES = env_int("SANDBOX_MAX_FETCHES", 50, minimum=0)
+SANDBOX_MAX_CONCURRENT_FETCHES = env_int("SANDBOX_MAX_CONCURRENT_FETCHES", 6, minimum=1)
+SANDBOX_MAX_RESULT_BYTES = env_int("SANDBOX_MAX_RESULT_BYTES", 64 * 1024, minimum=1024)
+SANDBOX_MAX_CONSOLE_BYTES = env_int("SANDBOX_MAX_CONSOLE_BYTES", 16 * 1024, minimum=0)
+SANDBOX_FETCH_MAX_BYTES = env_int("SANDBOX_FETCH_MAX_MB", 5, minimum=1) * 1024 * 1024
+SANDBOX_FETCH_TIMEOUT_S = env_float("SANDBOX_FETCH_TIMEOUT_S", 10.0)
+SANDBOX_EGRESS_PORTS = env_int_list("SANDBOX_EGRESS_PORTS", [80, 443])
+SANDBOX_EGRESS_ALLOW_PRIVATE = env_bool("SANDBOX_EGRESS_ALLOW_PRIVATE", False)
+if SANDBOX_EGRESS_ALLOW_PRIVATE and not DEBUG:
+    raise ImproperlyConfigured("SANDBOX_EGRESS_ALLOW_PRIVATE=true is refused when DEBUG=false")

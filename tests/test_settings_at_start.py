@@ -35,6 +35,16 @@ def _start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
         ({"REDIS_URL": "http://localhost:6379"}, "REDIS_URL"),
         ({"SESSION_LIMIT_PER_WORKSPACE": "lots"}, "SESSION_LIMIT_PER_WORKSPACE"),
         ({"SECRET_KEY_FILE": "/nonexistent/secret"}, "SECRET_KEY_FILE"),
+        ({"SANDBOX_EGRESS_PORTS": "80,https"}, "SANDBOX_EGRESS_PORTS"),
+        (
+            {
+                "DEBUG": "false",
+                "SECRET_KEY": GOOD_SECRET_KEY,
+                "SECRETS_KEYRING": crypto.new_keyring_entry("k1"),
+                "SANDBOX_EGRESS_ALLOW_PRIVATE": "true",
+            },
+            "SANDBOX_EGRESS_ALLOW_PRIVATE",
+        ),
     ],
 )
 def test_bad_configuration_fails_at_start(tmp_path, env, variable):
