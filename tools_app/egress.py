@@ -1,0 +1,555 @@
+"""The only way out of the JavaScript sandbox: ``ctx.fetch`` goes through :func:`fetch`.
+
+Plain asyncio and httpx, no ORM: the caller passes the policy and the workspace's
+secrets, so the sandbox worker and the tests use it the same way.
+
+Every hop (the first request and each redirect) is vetted in this order, before
+anything leaves the machine:
+
+1. the URL: http or https, on a port the policy allows;
+2. secrets: a reference becomes its value only for a host allowed for that secret,
+   and a value aimed at any other host is refused. This runs before DNS, so a secret
+   spelled into a host name never reaches a resolver;
+3. the address: the host name is resolved once and every answer must be public;
+4. the connection goes to that vetted address, carrying the original Host header
+   and, for https, the original name as TLS SNI and for the certificate check. No
+   second lookup happens, so a rebinding DNS server gets no second say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import ipaddress
+import json
+import logging
+import re
+import socket
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from secrets import token_hex
+from urllib.parse import quote, quote_plus, unquote
+
+import httpx
+
+from secrets_app.hosts import host_matches
+
+logger = logging.getLogger(__name__)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], Awaitable[Iterable[str]]]
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+ALLOWED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# Framing and routing are ours to set: a handler's Host could point a pinned
+# connection at another virtual host, and its Content-Length could desync the body.
+MANAGED_HEADERS = frozenset(
+    "host content-length transfer-encoding connection keep-alive upgrade te trailer "
+    "proxy-connection accept-encoding".split()
+)
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+# Shorter values would match ordinary text (same threshold as tools_app.services.scrub).
+MIN_SCANNED_SECRET_LENGTH = 4
+USER_AGENT = "voice-agent-platform-fetch/1"
+
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_HOST_NAME = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?$")
+_NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")  # no CR/LF: no header injection
+_ADDRESS_CLASSES = (
+    ("unspecified", "is_unspecified"),
+    ("loopback", "is_loopback"),
+    ("link-local", "is_link_local"),
+    ("multicast", "is_multicast"),
+    ("site-local", "is_site_local"),
+    ("reserved", "is_reserved"),
+    ("private", "is_private"),
+)
+
+
+class EgressError(Exception):
+    """A fetch that produced no response; the message is safe to show the handler's author."""
+
+
+class EgressDenied(EgressError):
+    """The policy refused the request or cut the response: names the rule and the host."""
+
+
+class EgressFailed(EgressError):
+    """The destination could not be resolved or reached, broke off, or was too slow."""
+
+
+@dataclass(frozen=True)
+class EgressPolicy:
+    allow_private: bool = False  # tests and local development only
+    allowed_ports: frozenset[int] = frozenset({80, 443})
+    max_response_bytes: int = 5 * 1024 * 1024
+    timeout_s: float = 10.0  # the whole fetch: DNS, every redirect, the body
+    max_redirects: int = 5
+
+
+@dataclass(frozen=True)
+class SecretBinding:
+    """One workspace secret as a handler may use it."""
+
+    name: str
+    value: str
+    allowed_hosts: tuple[str, ...]
+    reference: str  # what an unpinned handler sees instead of the value
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    url: str
+    method: str = "GET"
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str | bytes | None = None
+
+
+@dataclass(frozen=True)
+class FetchResponse:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    url: str  # after redirects, with secret values shown as their references
+
+
+def make_reference(name: str) -> str:
+    """An unguessable stand-in for a secret's value. Letters, digits and ``_`` only, so
+    it survives encodeURIComponent, JSON and form encoding unchanged and is still found."""
+    return f"secret_ref_{name}_{token_hex(16)}"
+
+
+def host_allowed(allowed_hosts: Iterable[str], host: str) -> bool:
+    """Exact host, or ``*.example.com`` for its subdomains (not the apex)."""
+    return host_matches(list(allowed_hosts), host)
+
+
+def non_public_reason(address: IPAddress) -> str | None:
+    """Why the sandbox must not connect to ``address``, or None when it is public."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(address)
+        if embedded is not None:
+            reason = non_public_reason(embedded)
+            return f"{reason}, inside an IPv6 address" if reason else None
+        if address.sixtofour is not None and non_public_reason(address.sixtofour):
+            return "6to4 wrapping a non-public IPv4 address"
+        if address.packed[:12] == bytes(12) and int(address) > 1:
+            return "IPv4-compatible (deprecated)"
+    for label, attribute in _ADDRESS_CLASSES:
+        if getattr(address, attribute, False):
+            return label
+    if address in _CGNAT:
+        return "CGNAT shared address space"
+    if not address.is_global:
+        return "not globally routable"
+    return None
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address packets really go to for ::ffff:a.b.c.d and NAT64 64:ff9b::a.b.c.d."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in _NAT64:
+        return ipaddress.IPv4Address(address.packed[-4:])
+    return None
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+async def fetch(
+    request: FetchRequest,
+    *,
+    policy: EgressPolicy,
+    secrets: Sequence[SecretBinding] = (),
+    resolver: Resolver | None = None,
+    client: httpx.AsyncClient | None = None,
+) -> FetchResponse:
+    """Send ``request`` under ``policy``; raise EgressDenied or EgressFailed otherwise.
+
+    ``client`` is for tests (a MockTransport, or a test CA): it must have no proxy or
+    auth, and its pooled connections may be shared across host names that resolve to
+    the same address. By default every hop gets a fresh client with no environment
+    proxies, so a connection is never reused for another host name.
+    """
+    session = _Session(policy, tuple(secrets), resolver or system_resolver, client)
+    host = "(unparsed URL)"
+    try:
+        async with asyncio.timeout(policy.timeout_s):
+            hop = _first_hop(request, policy)
+            host = hop.target.host
+            return await session.follow(hop)
+    except TimeoutError:
+        error: EgressError = EgressFailed(
+            f"request to {host} took longer than {policy.timeout_s:g} s"
+        )
+    except EgressError as exc:
+        error = exc
+    message = _mask_values(str(error), session.secrets, lambda s: f"[secret {s.name}]")
+    if isinstance(error, EgressDenied):
+        logger.info("fetch refused: %s", message)
+    raise type(error)(message) from None
+
+
+# --- one hop: what to send, where ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Target:
+    url: httpx.URL  # as written by the handler or the redirecting server
+    scheme: str
+    host: str  # lower-case ASCII (IDNA) name, or an IP literal without brackets
+    port: int
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        return (self.scheme, self.host, self.port)
+
+    @property
+    def host_header(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == DEFAULT_PORTS[self.scheme] else f"{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class _Hop:
+    """One request of a fetch as the handler wrote it: references, not values."""
+
+    target: _Target
+    method: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes | None
+
+
+@dataclass(frozen=True)
+class _Outgoing:
+    """A hop with secret values in place, ready for the wire."""
+
+    url: httpx.URL
+    headers: list[tuple[str, str]]
+    body: bytes | None
+    secret_headers: frozenset[str]  # lower-case names of headers that carry a secret
+
+
+@dataclass(frozen=True)
+class _Reply:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+def _parse_target(url: str | httpx.URL, policy: EgressPolicy) -> _Target:
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        raise EgressDenied("not a valid URL") from None
+    scheme = parsed.scheme
+    if scheme not in DEFAULT_PORTS:
+        shown = scheme[:20] or "(none)"
+        raise EgressDenied(f"URL scheme {shown} is not allowed (only http and https)")
+    host = parsed.raw_host.decode("ascii").lower()
+    if not host:
+        raise EgressDenied("the URL has no host")
+    port = parsed.port or DEFAULT_PORTS[scheme]
+    if port not in policy.allowed_ports:
+        allowed = ", ".join(str(p) for p in sorted(policy.allowed_ports))
+        raise EgressDenied(f"port {port} of {host} is not allowed (allowed: {allowed})")
+    return _Target(parsed, scheme, host, port)
+
+
+def _first_hop(request: FetchRequest, policy: EgressPolicy) -> _Hop:
+    method = request.method.upper()
+    if method not in ALLOWED_METHODS:
+        raise EgressDenied(f"method {method[:20]} is not allowed")
+    for name, value in request.headers.items():
+        if not _HEADER_NAME.match(name) or not _HEADER_VALUE.match(value):
+            raise EgressDenied(f"header {name[:40]!r} is not a valid HTTP header (ASCII only)")
+    body = request.body.encode() if isinstance(request.body, str) else request.body
+    headers = tuple(
+        (name, value)
+        for name, value in request.headers.items()
+        if name.lower() not in MANAGED_HEADERS
+    )
+    return _Hop(_parse_target(request.url, policy), method, headers, body)
+
+
+def _redirect_hop(
+    hop: _Hop, outgoing: _Outgoing, status: int, location: str, policy: EgressPolicy
+) -> _Hop:
+    try:
+        url = hop.target.url.join(location)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        raise EgressDenied(f"{hop.target.host} redirected to an invalid URL") from None
+    target = _parse_target(url, policy)
+    method, body, headers = hop.method, hop.body, hop.headers
+    if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
+        method, body = "GET", None
+        headers = tuple((n, v) for n, v in headers if not n.lower().startswith("content-"))
+    if target.origin != hop.target.origin:
+        dropped = CREDENTIAL_HEADERS | outgoing.secret_headers
+        headers = tuple((n, v) for n, v in headers if n.lower() not in dropped)
+    return _Hop(target, method, headers, body)
+
+
+# --- secrets ------------------------------------------------------------------------
+
+
+def _value_forms(value: str) -> set[str]:
+    """How a value may be spelled in a URL, a form body or a JSON body."""
+    return {value, quote(value, safe=""), quote_plus(value), json.dumps(value)[1:-1]}
+
+
+def _mask_values(
+    text: str, secrets: Sequence[SecretBinding], mask: Callable[[SecretBinding], str]
+) -> str:
+    for binding in secrets:
+        if len(binding.value) >= MIN_SCANNED_SECRET_LENGTH:
+            forms = sorted(_value_forms(binding.value), key=len, reverse=True)
+            pattern = re.compile("|".join(map(re.escape, forms)), re.IGNORECASE)
+            text = pattern.sub(mask(binding).replace("\\", r"\\"), text)
+    return text
+
+
+def _secret_denied(binding: SecretBinding, host: str) -> EgressDenied:
+    allowed = ", ".join(binding.allowed_hosts) or "no hosts"
+    return EgressDenied(f"secret {binding.name} may not be sent to {host} (allowed: {allowed})")
+
+
+def _with_secrets(hop: _Hop, secrets: Sequence[SecretBinding], policy: EgressPolicy) -> _Outgoing:
+    host = hop.target.host
+    written = [str(hop.target.url), *(value for _, value in hop.headers)]
+    written.append(hop.body.decode("latin-1") if hop.body else "")
+    used = [s for s in secrets if any(s.reference in text for text in written)]
+    for binding in used:
+        if not host_allowed(binding.allowed_hosts, host):
+            raise _secret_denied(binding, host)
+    url, headers, body = _substitute(hop, used)
+    if _parse_target(url, policy).origin != hop.target.origin:
+        raise EgressDenied(f"secrets may not be used in the scheme, host or port ({host})")
+    outgoing = _Outgoing(url, headers, body, frozenset())
+    for binding in secrets:
+        if not host_allowed(binding.allowed_hosts, host) and _carries(outgoing, host, binding):
+            raise _secret_denied(binding, host)
+    values = [s.value for s in secrets if len(s.value) >= MIN_SCANNED_SECRET_LENGTH]
+    carrying = frozenset(
+        name.lower()
+        for (name, sent), (_, original) in zip(headers, hop.headers, strict=True)
+        if sent != original or any(value in sent for value in values)
+    )
+    return replace(outgoing, secret_headers=carrying)
+
+
+def _substitute(
+    hop: _Hop, used: Sequence[SecretBinding]
+) -> tuple[httpx.URL, list[tuple[str, str]], bytes | None]:
+    if not used:
+        return hop.target.url, list(hop.headers), hop.body
+    values = {binding.reference: binding.value for binding in used}
+    pattern = re.compile("|".join(map(re.escape, values)))
+    # Percent-encoded in the URL, so a value can never add a "/", "@" or "#" that
+    # would change where the URL points.
+    url = pattern.sub(lambda m: quote(values[m[0]], safe=""), str(hop.target.url))
+    headers = [(name, pattern.sub(lambda m: values[m[0]], value)) for name, value in hop.headers]
+    body = hop.body
+    if body:
+        body_pattern = re.compile(pattern.pattern.encode())
+        body = body_pattern.sub(lambda m: values[m[0].decode()].encode(), body)
+    return httpx.URL(url), headers, body
+
+
+def _carries(outgoing: _Outgoing, host: str, binding: SecretBinding) -> bool:
+    """Whether a pinned handler put this real value into the request."""
+    value = binding.value
+    if len(value) < MIN_SCANNED_SECRET_LENGTH:
+        return False
+    if value.lower() in host:  # host names arrive lower-cased
+        return True
+    url = str(outgoing.url)
+    texts = [url, unquote(url), *(f"{name}: {sent}" for name, sent in outgoing.headers)]
+    forms = _value_forms(value)
+    if any(form in text for form in forms for text in texts):
+        return True
+    return bool(outgoing.body) and any(form.encode() in outgoing.body for form in forms)
+
+
+# --- addresses ----------------------------------------------------------------------
+
+
+def _literal_address(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    bare = host.rstrip(".")
+    if not _NUMERIC_LABEL.match(bare.rsplit(".", 1)[-1]):
+        return None
+    # A name ending in a number is an IPv4 address in a spelling that inet_aton and
+    # browsers accept (2130706433, 0x7f.1, 0177.0.0.1, 127.1), or no address at all.
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(bare))
+    except OSError:
+        raise EgressDenied(f"{host} is not a valid IPv4 address") from None
+
+
+async def _resolve(target: _Target, resolver: Resolver) -> list[IPAddress]:
+    if not _HOST_NAME.match(target.host):
+        raise EgressDenied(f"{target.host!r} is not a valid host name")
+    try:
+        answers = [str(answer) for answer in await resolver(target.host, target.port)]
+    except OSError:
+        answers = []
+    if not answers:
+        raise EgressFailed(f"could not resolve {target.host}")
+    try:
+        return [ipaddress.ip_address(answer) for answer in answers]
+    except ValueError:
+        raise EgressFailed(f"{target.host} resolved to something that is not an address") from None
+
+
+async def _vetted_address(target: _Target, resolver: Resolver, policy: EgressPolicy) -> IPAddress:
+    literal = _literal_address(target.host)
+    addresses = [literal] if literal is not None else await _resolve(target, resolver)
+    if not policy.allow_private:
+        for address in addresses:
+            reason = non_public_reason(address)
+            if reason and literal is not None:
+                raise EgressDenied(f"{target.host} is not a public address ({reason})")
+            if reason:
+                # The address itself stays out of the message: it would map internal DNS.
+                raise EgressDenied(
+                    f"{target.host} resolves to an address that is not public ({reason})"
+                )
+    return addresses[0]
+
+
+# --- the wire -----------------------------------------------------------------------
+
+
+@functools.cache
+def _default_ssl_context() -> ssl.SSLContext:
+    return httpx.create_ssl_context()
+
+
+@dataclass
+class _Session:
+    policy: EgressPolicy
+    secrets: tuple[SecretBinding, ...]
+    resolver: Resolver
+    client: httpx.AsyncClient | None
+
+    async def follow(self, hop: _Hop) -> FetchResponse:
+        redirects = 0
+        while True:
+            outgoing = _with_secrets(hop, self.secrets, self.policy)
+            address = await _vetted_address(hop.target, self.resolver, self.policy)
+            reply = await self.exchange(hop, outgoing, address)
+            location = dict(reply.headers).get("location")
+            if reply.status not in REDIRECT_STATUSES or location is None:
+                return self.response(hop, reply)
+            if redirects == self.policy.max_redirects:
+                raise EgressDenied(
+                    f"{hop.target.host} redirected more than {self.policy.max_redirects} times"
+                )
+            redirects += 1
+            hop = _redirect_hop(hop, outgoing, reply.status, location, self.policy)
+
+    async def exchange(self, hop: _Hop, outgoing: _Outgoing, address: IPAddress) -> _Reply:
+        request = self.pinned_request(hop, outgoing, address)
+        host = hop.target.host
+        async with self.http_client() as http:
+            try:
+                response = await http.send(request, stream=True, follow_redirects=False)
+            except httpx.HTTPError as exc:
+                raise _unreachable(host, exc) from None
+            try:
+                skip_body = response.status_code in REDIRECT_STATUSES or hop.method == "HEAD"
+                body = b"" if skip_body else await self.read_body(response, host)
+            except httpx.HTTPError as exc:
+                raise _unreachable(host, exc) from None
+            finally:
+                await response.aclose()
+        return _Reply(response.status_code, response.headers.multi_items(), body)
+
+    def pinned_request(self, hop: _Hop, outgoing: _Outgoing, address: IPAddress) -> httpx.Request:
+        """The request, addressed to the vetted IP but naming the original host."""
+        target = hop.target
+        headers = [("Host", target.host_header), ("Accept-Encoding", "identity")]
+        if not any(name.lower() == "user-agent" for name, _ in outgoing.headers):
+            headers.append(("User-Agent", USER_AGENT))
+        extensions: dict[str, object] = {"timeout": httpx.Timeout(self.policy.timeout_s).as_dict()}
+        if target.scheme == "https" and _literal_address(target.host) is None:
+            # httpcore uses this as server_hostname: SNI and the certificate name check.
+            extensions["sni_hostname"] = target.host
+        try:
+            return httpx.Request(
+                hop.method,
+                outgoing.url.copy_with(host=str(address)),
+                headers=headers + outgoing.headers,
+                content=outgoing.body,
+                extensions=extensions,
+            )
+        except UnicodeEncodeError:  # a secret value that is not ASCII, put in a header
+            raise EgressDenied("header values must be ASCII text") from None
+
+    @contextlib.asynccontextmanager
+    async def http_client(self) -> AsyncIterator[httpx.AsyncClient]:
+        if self.client is not None:
+            yield self.client
+            return
+        async with httpx.AsyncClient(
+            verify=_default_ssl_context(), trust_env=False, follow_redirects=False
+        ) as fresh:
+            yield fresh
+
+    async def read_body(self, response: httpx.Response, host: str) -> bytes:
+        # Raw bytes: we asked for identity, and decoding a gzip body could turn a
+        # few kilobytes into gigabytes before any cap is checked.
+        limit = self.policy.max_response_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise EgressDenied(f"response from {host} is larger than {_size(limit)}")
+        body = bytearray()
+        async for chunk in response.aiter_raw():
+            body += chunk
+            if len(body) > limit:
+                raise EgressDenied(f"response from {host} is larger than {_size(limit)}")
+        return bytes(body)
+
+    def response(self, hop: _Hop, reply: _Reply) -> FetchResponse:
+        """Echoed secret values go back to the handler as references, never as values."""
+
+        def mask(text: str) -> str:
+            return _mask_values(text, self.secrets, lambda s: s.reference)
+
+        body = reply.body
+        for binding in self.secrets:
+            if len(binding.value) >= MIN_SCANNED_SECRET_LENGTH:
+                body = body.replace(binding.value.encode(), binding.reference.encode())
+        headers = [(name, mask(value)) for name, value in reply.headers]
+        return FetchResponse(reply.status, headers, body, mask(str(hop.target.url)))
+
+
+def _unreachable(host: str, exc: httpx.HTTPError) -> EgressError:
+    # The exception's own text can quote request headers, so it is never passed on.
+    if isinstance(exc, httpx.TimeoutException):
+        return EgressFailed(f"request to {host} timed out")
+    if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return EgressFailed(f"the TLS certificate of {host} could not be verified")
+    if isinstance(exc, httpx.ConnectError):
+        return EgressFailed(f"could not connect to {host}")
+    return EgressFailed(f"connection to {host} failed ({type(exc).__name__})")
+
+
+def _size(limit: int) -> str:
+    for unit, scale in (("MB", 1024 * 1024), ("KB", 1024)):
+        if limit >= scale and limit % scale == 0:
+            return f"{limit // scale} {unit}"
+    return f"{limit} bytes"
