@@ -138,6 +138,11 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = REDIS_URL is None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ROUTES = {"tools.execute": {"queue": "sandbox"}}
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a long handler must not hold back queued calls
+CELERY_WORKER_MAX_TASKS_PER_CHILD = env_int("CELERY_WORKER_MAX_TASKS_PER_CHILD", 200, minimum=1)
+# KiB; a child past this (after a task) is replaced, so V8 memory never accumulates.
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = env_int("CELERY_WORKER_MAX_MEMORY_MB", 512, minimum=64) * 1024
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -198,7 +203,7 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 30.0)
 STT_PROVIDER = env_str("STT_PROVIDER", "fake")
 TTS_PROVIDER = env_str("TTS_PROVIDER", "fake")
-TOOL_RUNNER = env_str("TOOL_RUNNER", "unavailable")
+TOOL_RUNNER = env_str("TOOL_RUNNER", "sandbox")
 MAX_TOOL_STEPS = env_int("MAX_TOOL_STEPS", 5, minimum=1)
 CLIENT_TOOL_TIMEOUT_S = env_float("CLIENT_TOOL_TIMEOUT_S", 10.0)
 CONFIGURE_TIMEOUT_S = env_float("CONFIGURE_TIMEOUT_S", 10.0)

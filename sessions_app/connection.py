@@ -32,8 +32,12 @@ Close = Callable[[int, str], Awaitable[None]]
 
 
 class Connection:
-    def __init__(self, *, send_text: SendText, send_bytes: SendBytes, close: Close) -> None:
+    def __init__(
+        self, *, send_text: SendText, send_bytes: SendBytes, close: Close, channel_name: str = ""
+    ) -> None:
         self._send_text, self._send_bytes, self._close = send_text, send_bytes, close
+        self._channel_name = channel_name
+        self._tool_runner: Any = None
         self._codec: protocol.V1Codec | protocol.VoiceIDECodec = protocol.V1Codec()
         self._access: access_rules.Access | None = None
         self._session: VoiceSession | None = None
@@ -98,6 +102,12 @@ class Connection:
         else:
             await self._session.push_audio(data)
 
+    def tool_result(self, message: dict[str, Any]) -> None:
+        """An outcome from a sandbox worker, on this connection's channel."""
+        resolve = getattr(self._tool_runner, "resolve", None)
+        if resolve is not None:
+            resolve(message)
+
     async def closed(self, code: int | None) -> None:
         self._closing = True
         for task in self._tasks:
@@ -118,6 +128,7 @@ class Connection:
                 configure=message,
                 session_id=self._session_id,
                 resume_token=self._resume_token,
+                reply_channel=self._channel_name,
             )
         except access_rules.ConnectionRefused as refused:
             await self._refuse(refused.close_code, refused.code, refused.message)
@@ -129,6 +140,7 @@ class Connection:
                 await self._refuse(refused.close_code, refused.code, refused.message)
             return
         self._tasks[0].cancel()  # the configure deadline
+        self._tool_runner = plan.tool_runner
         await self._recorder.start(
             session_id=self._session_id,
             access=self._access,

@@ -22,7 +22,10 @@ class VoiceConsumer(AsyncWebsocketConsumer):
         # Accept first: a close code and an error event can only be sent on an open socket.
         await self.accept()
         self.connection = Connection(
-            send_text=self._send_text, send_bytes=self._send_bytes, close=self._close
+            send_text=self._send_text,
+            send_bytes=self._send_bytes,
+            close=self._close,
+            channel_name=self.channel_name,
         )
         query = dict(parse_qsl(self.scope.get("query_string", b"").decode("latin-1")))
         await self.connection.open(query=query, origin=_header(self.scope, b"origin"))
@@ -36,6 +39,9 @@ class VoiceConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "connection"):
             await self.connection.closed(code)
+
+    async def tool_result(self, event: dict[str, Any]) -> None:  # sent by a sandbox worker
+        self.connection.tool_result(event)
 
     async def _send_text(self, text: str) -> None:
         await self.send(text_data=text)

@@ -121,7 +121,12 @@ def _llm(model: str | None) -> tuple[LLM, str]:
 
 
 def session_plan_build(
-    *, access: Access, configure: protocol.ConfigureMessage, session_id: str, resume_token: str
+    *,
+    access: Access,
+    configure: protocol.ConfigureMessage,
+    session_id: str,
+    resume_token: str,
+    reply_channel: str = "",
 ) -> SessionPlan:
     agent = _agent(access, configure)
     _check_inline(access, configure, agent)
@@ -155,5 +160,5 @@ def session_plan_build(
         llm=llm,
         stt=registry.create("stt", stt_name) if speaks else None,
         tts=registry.create("tts", tts_name) if speaks else None,
-        tool_runner=registry.create("tools", settings.TOOL_RUNNER),
+        tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
     )

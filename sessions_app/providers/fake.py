@@ -340,6 +340,7 @@ class FakeToolRunner(ToolRunner):
     """
 
     handlers: dict[str, ToolHandler] = field(default_factory=dict)
+    reply_channel: str = ""  # accepted like the real runner's; unused in process
     delay: float = 0.0
     invocations: list[ToolInvocation] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)  # call ids, in completion order

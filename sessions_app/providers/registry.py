@@ -17,6 +17,7 @@ _REGISTRY: dict[Kind, dict[str, str]] = {
     "tts": {"fake": "sessions_app.providers.fake.FakeTTS"},
     "tools": {
         "fake": "sessions_app.providers.fake.FakeToolRunner",
+        "sandbox": "tools_app.runner.SandboxToolRunner",
         "unavailable": "sessions_app.providers.tools_unavailable.UnavailableToolRunner",
     },
 }

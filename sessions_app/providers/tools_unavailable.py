@@ -6,6 +6,9 @@ from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
 
 
 class UnavailableToolRunner(ToolRunner):
+    def __init__(self, **_options: object) -> None:
+        pass
+
     async def run(self, invocation: ToolInvocation) -> ToolOutcome:
         return ToolOutcome(
             status="failed",

@@ -425,3 +425,32 @@ async def test_session_is_recorded_with_its_transcript(tenant, llm):
     assert session.ended_at is not None and session.turn_count == 1
     roles = await sync_to_async(lambda: [(e.role, e.text) for e in session.transcript.all()])()
     assert roles == [("user", "remember me"), ("assistant", "Recorded.")]
+
+
+async def test_server_tool_runs_in_the_v8_sandbox_in_process(tenant, llm, settings):
+    settings.TOOL_RUNNER = "sandbox"
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # the embedded default: no broker, a thread here
+    llm.script(*tool_call(0, "call_1", "track_order", '{"order_number": "A1"}'),
+               Finish("tool_calls"), Done())  # fmt: skip
+    llm.script(text_reply("Shipped."))
+    async with Client(url(tenant)) as client:
+        await configured(client, {**TEXT_CONFIG, "tools": [order_tool()]})
+        await client.send({"type": "text", "text": "Track A1"})
+        assert (await client.until("chat", timeout=15))["text"] == "Shipped."
+        tool_message = llm.requests[1].json["messages"][-1]
+        assert json.loads(tool_message["content"]) == {"status": "shipped", "order": "A1"}
+
+
+async def test_a_hostile_handler_fails_alone(tenant, llm, settings):
+    settings.TOOL_RUNNER = "sandbox"
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.SANDBOX_WALL_TIME_S = 0.5
+    llm.script(*tool_call(0, "c1", "spin", "{}"), Finish("tool_calls"), Done())
+    llm.script(text_reply("That tool is broken."))
+    tool = {"name": "spin", "handler": "async () => { while (true) {} }"}
+    async with Client(url(tenant)) as client:
+        await configured(client, {**TEXT_CONFIG, "tools": [tool]})
+        await client.send({"type": "text", "text": "spin"})
+        await client.until("chat", timeout=15)
+        statuses = [e["status"] for e in client.events if e["type"] == "tool_status"]
+        assert statuses == ["started", "timed_out"]

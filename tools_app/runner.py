@@ -1,0 +1,69 @@
+"""The session's ToolRunner for the V8 sandbox.
+
+With Redis, a call goes to the `sandbox` Celery queue and the outcome comes back on
+this session's channel (``tool.result``); the session waits with its own deadline
+and never blocks on a result backend. Without Redis (embedded), the same service
+runs in a thread of this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from typing import Any
+
+from django.conf import settings
+
+from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
+from tools_app import tasks
+from tools_app.services import ToolRun
+
+DEADLINE_MARGIN_S = 2.0  # queueing and the trip back, on top of the handler's own limit
+
+
+class SandboxToolRunner(ToolRunner):
+    def __init__(self, *, reply_channel: str = "") -> None:
+        self._reply_channel = reply_channel
+        self._pending: dict[str, asyncio.Future[ToolOutcome]] = {}
+
+    async def run(self, invocation: ToolInvocation) -> ToolOutcome:
+        payload = asdict(
+            ToolRun(
+                call_id=invocation.call_id,
+                workspace_id=invocation.workspace_id,
+                name=invocation.name,
+                handler=invocation.handler,
+                arguments=invocation.arguments,
+                timeout_s=invocation.timeout_s,
+                pinned=invocation.pinned,
+            )
+        )
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            return _outcome(asdict(await asyncio.to_thread(tasks.run_tool, payload)))
+        deadline = min(invocation.timeout_s, settings.SANDBOX_WALL_TIME_S) + DEADLINE_MARGIN_S
+        future: asyncio.Future[ToolOutcome] = asyncio.get_running_loop().create_future()
+        self._pending[invocation.call_id] = future
+        try:
+            await asyncio.to_thread(
+                tasks.execute.apply_async, args=(payload, self._reply_channel), queue="sandbox"
+            )
+            return await asyncio.wait_for(future, timeout=deadline)
+        except TimeoutError:
+            return ToolOutcome(
+                status="timed_out", error=f"the tool did not answer within {deadline:g} s"
+            )
+        finally:
+            self._pending.pop(invocation.call_id, None)
+
+    def resolve(self, message: dict[str, Any]) -> None:
+        """A ``tool.result`` from a worker; late or unknown ones are dropped."""
+        future = self._pending.get(str(message.get("call_id")))
+        if future is not None and not future.done():
+            future.set_result(_outcome(message))
+
+
+def _outcome(message: dict[str, Any]) -> ToolOutcome:
+    status = message.get("status")
+    if status not in {"completed", "failed", "timed_out"}:
+        return ToolOutcome(status="failed", error="the sandbox sent an unreadable outcome")
+    return ToolOutcome(status=status, result=message.get("result"), error=message.get("error"))
