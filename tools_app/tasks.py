@@ -29,7 +29,6 @@ def run_tool(payload: dict[str, Any]) -> ToolRunOutcome:
 
 @shared_task(
     name="tools.execute",
-    queue="sandbox",
     acks_late=False,  # handlers are not idempotent: never run one twice
     soft_time_limit=settings.SANDBOX_WALL_TIME_S + 10,
     time_limit=settings.SANDBOX_WALL_TIME_S + 20,

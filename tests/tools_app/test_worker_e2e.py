@@ -1,0 +1,107 @@
+"""A server tool through Redis and a real Celery worker process, driven by a session."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection
+
+from secrets_app import services as secret_services
+from tests.factories import make_tenant
+from tests.fakes.egress_server import EgressTestServer, respond
+from tests.fakes.openai_server import Done, FakeOpenAIServer, Finish, text_reply, tool_call
+from tests.sessions_app.wsclient import Client
+
+ROOT = Path(__file__).resolve().parents[2]
+API_KEY = "wx-live-5e1f0c"
+
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def _test_database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+@pytest.fixture
+def worker(tmp_path):
+    def start(egress_port: int) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "DATABASE_URL": _test_database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "SANDBOX_EGRESS_ALLOW_PRIVATE": "true",
+            "SANDBOX_EGRESS_PORTS": str(egress_port),
+        }
+        log = tmp_path / "worker.log"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-Q", "sandbox",
+             "-c", "1", "-l", "INFO", "--without-mingle", "--without-gossip"],
+            cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        started.append(process)
+        deadline = time.monotonic() + 60
+        while "ready." not in log.read_text():
+            assert process.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "worker did not start"
+            time.sleep(0.2)
+        return process
+
+    started: list[subprocess.Popen[bytes]] = []
+    yield start
+    for process in started:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+async def test_tool_fetches_with_a_host_bound_secret_through_a_real_worker(worker, settings):
+    tenant = await sync_to_async(make_tenant)("e2e@example.com")
+    await sync_to_async(secret_services.secret_set)(
+        workspace=tenant.workspace, name="WEATHER_KEY", value=API_KEY, allowed_hosts=["127.0.0.1"]
+    )
+    llm = FakeOpenAIServer()
+    await llm.start()
+    settings.LLM_BASE_URL = llm.base_url
+    settings.TOOL_RUNNER = "sandbox"
+    async with EgressTestServer() as api:
+        api.route("/v1/weather", respond(200, b'{"temp": 21, "sky": "clear"}',
+                                         [("Content-Type", "application/json")]))  # fmt: skip
+        await sync_to_async(worker)(api.port)
+        handler = (
+            "async (args, ctx) => {"
+            f"  const r = await ctx.fetch('{api.url('/v1/weather')}?city=' + args.city,"
+            "    {headers: {'x-api-key': ctx.secrets.WEATHER_KEY}});"
+            "  return await r.json(); }"
+        )
+        tool = {"name": "get_weather", "parameters": {"city": "string"}, "handler": handler}
+        llm.script(*tool_call(0, "call_w", "get_weather", '{"city": "Paris"}'),
+                   Finish("tool_calls"), Done())  # fmt: skip
+        llm.script(text_reply("It is 21 degrees and clear."))
+        path = f"/v1/session?key={tenant.publishable_key}"
+        async with Client(path) as client:
+            await client.send({"type": "configure", "mode": "text", "tools": [tool]})
+            await client.until("ready")
+            await client.send({"type": "text", "text": "Weather in Paris?"})
+            chat = await client.until("chat", timeout=30)
+        assert chat["text"] == "It is 21 degrees and clear."
+        assert api.requests[-1].headers["x-api-key"] == API_KEY
+        assert api.requests[-1].target == "/v1/weather?city=Paris"
+        tool_message = llm.requests[1].json["messages"][-1]
+        assert json.loads(tool_message["content"]) == {"temp": 21, "sky": "clear"}
+    await llm.stop()
