@@ -122,6 +122,21 @@ def session_record_count(*, session: Session, turns: int = 0, tool_calls: int = 
     )
 
 
+def session_record_tool_log(
+    *, workspace_id: int, session_id: str, tool_name: str, console: str
+) -> None:
+    """A server tool's console output, kept with the session (never in the logs)."""
+    session = Session.objects.filter(
+        workspace_id=workspace_id, public_id=uuid.UUID(hex=session_id)
+    ).first()
+    if session is not None:
+        TranscriptEntry.objects.create(
+            session=session,
+            role=TranscriptEntry.Role.TOOL,
+            text=f"{tool_name} console:\n{console.rstrip()}",
+        )
+
+
 def session_record_end(*, session: Session, close_code: int | None) -> None:
     Session.objects.filter(pk=session.pk, workspace_id=session.workspace_id).update(
         ended_at=timezone.now(), close_code=close_code

@@ -12,9 +12,11 @@ import asyncio
 from dataclasses import asdict
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 
 from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
+from sessions_app.services import session_record_tool_log
 from tools_app import tasks
 from tools_app.services import ToolRun
 
@@ -38,6 +40,17 @@ class SandboxToolRunner(ToolRunner):
                 pinned=invocation.pinned,
             )
         )
+        outcome = await self._execute(invocation, payload)
+        if outcome.log:
+            await database_sync_to_async(session_record_tool_log)(
+                workspace_id=invocation.workspace_id,
+                session_id=invocation.session_id,
+                tool_name=invocation.name,
+                console=outcome.log,
+            )
+        return outcome
+
+    async def _execute(self, invocation: ToolInvocation, payload: dict[str, Any]) -> ToolOutcome:
         if settings.CELERY_TASK_ALWAYS_EAGER:
             return _outcome(asdict(await asyncio.to_thread(tasks.run_tool, payload)))
         deadline = min(invocation.timeout_s, settings.SANDBOX_WALL_TIME_S) + DEADLINE_MARGIN_S
@@ -66,4 +79,9 @@ def _outcome(message: dict[str, Any]) -> ToolOutcome:
     status = message.get("status")
     if status not in {"completed", "failed", "timed_out"}:
         return ToolOutcome(status="failed", error="the sandbox sent an unreadable outcome")
-    return ToolOutcome(status=status, result=message.get("result"), error=message.get("error"))
+    return ToolOutcome(
+        status=status,
+        result=message.get("result"),
+        error=message.get("error"),
+        log=message.get("console") or None,
+    )

@@ -37,6 +37,7 @@ class ToolRunOutcome:
     status: str  # completed | failed | timed_out
     result: str | None = None
     error: str | None = None
+    console: str = ""  # captured console output, scrubbed
 
 
 def _bindings(workspace_id: int) -> list[egress.SecretBinding]:
@@ -110,10 +111,13 @@ def _fetcher(bindings: list[egress.SecretBinding]) -> sandbox.Fetcher:
 
 
 def _outcome(result: sandbox.SandboxResult, bindings: list[egress.SecretBinding]) -> ToolRunOutcome:
+    console = scrub(result.console, bindings) or ""
     if result.ok:
-        return ToolRunOutcome(status="completed", result=scrub(result.result_json, bindings))
+        return ToolRunOutcome(
+            status="completed", result=scrub(result.result_json, bindings), console=console
+        )
     status = "timed_out" if result.timed_out else "failed"
-    return ToolRunOutcome(status=status, error=scrub(result.error, bindings))
+    return ToolRunOutcome(status=status, error=scrub(result.error, bindings), console=console)
 
 
 async def tool_execute(run: ToolRun) -> ToolRunOutcome:

@@ -180,6 +180,7 @@ class ToolOutcome:
     status: ToolStatus
     result: str | None = None  # JSON text given to the LLM
     error: str | None = None  # human-readable error given to the LLM
+    log: str | None = None  # the handler's console output, for the session record only
 
 
 class ToolRunner(abc.ABC):

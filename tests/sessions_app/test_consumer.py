@@ -454,3 +454,23 @@ async def test_a_hostile_handler_fails_alone(tenant, llm, settings):
         await client.until("chat", timeout=15)
         statuses = [e["status"] for e in client.events if e["type"] == "tool_status"]
         assert statuses == ["started", "timed_out"]
+
+
+async def test_handler_console_goes_to_the_session_record_not_the_logs(
+    tenant, llm, settings, caplog
+):
+    settings.TOOL_RUNNER = "sandbox"
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    llm.script(*tool_call(0, "c1", "noisy", "{}"), Finish("tool_calls"), Done())
+    llm.script(text_reply("Done."))
+    tool = {"name": "noisy", "handler": "() => { console.log('checked inventory 42'); return 1 }"}
+    async with Client(url(tenant)) as client:
+        ready = await configured(client, {**TEXT_CONFIG, "tools": [tool]})
+        await client.send({"type": "text", "text": "go"})
+        await client.until("chat", timeout=15)
+    session = await sync_to_async(Session.objects.get)(public_id=ready["sessionId"])
+    tool_entries = await sync_to_async(
+        lambda: [e.text for e in session.transcript.filter(role="tool")]
+    )()
+    assert tool_entries == ["noisy console:\nchecked inventory 42"]
+    assert "checked inventory" not in caplog.text
