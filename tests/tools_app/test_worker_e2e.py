@@ -50,11 +50,28 @@ def worker(tmp_path):
         }
         log = tmp_path / "worker.log"
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-Q", "sandbox",
-             "-c", "1", "-l", "INFO", "--without-mingle", "--without-gossip"],
-            cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "platform_site",
+                "worker",
+                "-Q",
+                "sandbox",
+                "-c",
+                "1",
+                "-l",
+                "INFO",
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         started.append(process)
         deadline = time.monotonic() + 60
         while "ready." not in log.read_text():
@@ -80,8 +97,10 @@ async def test_tool_fetches_with_a_host_bound_secret_through_a_real_worker(worke
     settings.LLM_BASE_URL = llm.base_url
     settings.TOOL_RUNNER = "sandbox"
     async with EgressTestServer() as api:
-        api.route("/v1/weather", respond(200, b'{"temp": 21, "sky": "clear"}',
-                                         [("Content-Type", "application/json")]))  # fmt: skip
+        api.route(
+            "/v1/weather",
+            respond(200, b'{"temp": 21, "sky": "clear"}', [("Content-Type", "application/json")]),
+        )
         await sync_to_async(worker)(api.port)
         handler = (
             "async (args, ctx) => {"
@@ -90,8 +109,11 @@ async def test_tool_fetches_with_a_host_bound_secret_through_a_real_worker(worke
             "  return await r.json(); }"
         )
         tool = {"name": "get_weather", "parameters": {"city": "string"}, "handler": handler}
-        llm.script(*tool_call(0, "call_w", "get_weather", '{"city": "Paris"}'),
-                   Finish("tool_calls"), Done())  # fmt: skip
+        llm.script(
+            *tool_call(0, "call_w", "get_weather", '{"city": "Paris"}'),
+            Finish("tool_calls"),
+            Done(),
+        )
         llm.script(text_reply("It is 21 degrees and clear."))
         path = f"/v1/session?key={tenant.publishable_key}"
         async with Client(path) as client:
@@ -104,4 +126,35 @@ async def test_tool_fetches_with_a_host_bound_secret_through_a_real_worker(worke
         assert api.requests[-1].target == "/v1/weather?city=Paris"
         tool_message = llm.requests[1].json["messages"][-1]
         assert json.loads(tool_message["content"]) == {"temp": 21, "sky": "clear"}
+    await llm.stop()
+
+
+async def test_a_hostile_handler_does_not_harm_the_worker(worker, settings):
+    tenant = await sync_to_async(make_tenant)("hostile@example.com")
+    llm = FakeOpenAIServer()
+    await llm.start()
+    settings.LLM_BASE_URL = llm.base_url
+    settings.TOOL_RUNNER = "sandbox"
+    await sync_to_async(worker)(443)
+    tools = [
+        {"name": "spin", "handler": "async () => { await 0; while (true) {} }", "timeoutMs": 500},
+        {"name": "bomb", "handler": "() => { const a = []; while (true) a.push('x'.repeat(1e6)) }"},
+        {"name": "ok", "handler": "(args) => ({ fine: true })"},
+    ]
+    for name in ("spin", "bomb", "ok"):
+        llm.script(*tool_call(0, f"call_{name}", name, "{}"), Finish("tool_calls"), Done())
+        llm.script(text_reply(f"after {name}"))
+    async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
+        await client.send({"type": "configure", "mode": "text", "tools": tools})
+        await client.until("ready")
+        for name in ("spin", "bomb", "ok"):
+            await client.send({"type": "text", "text": name})
+            assert (await client.until("chat", timeout=60))["text"] == f"after {name}"
+    statuses = {
+        e["name"]: e["status"]
+        for e in client.events
+        if e["type"] == "tool_status" and e["status"] != "started"
+    }
+    assert statuses == {"spin": "timed_out", "bomb": "failed", "ok": "completed"}
+    assert json.loads(llm.requests[-1].json["messages"][-1]["content"]) == {"fine": True}
     await llm.stop()
