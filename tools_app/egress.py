@@ -193,7 +193,7 @@ async def fetch(
         )
     except EgressError as exc:
         error = exc
-    message = _mask_values(str(error), session.secrets, lambda s: f"[secret {s.name}]")
+    message = mask_secret_values(str(error), session.secrets)
     if isinstance(error, EgressDenied):
         logger.info("fetch refused: %s", message)
     raise type(error)(message) from None
@@ -316,6 +316,11 @@ def _mask_values(
             pattern = re.compile("|".join(map(re.escape, forms)), re.IGNORECASE)
             text = pattern.sub(mask(binding).replace("\\", r"\\"), text)
     return text
+
+
+def mask_secret_values(text: str, secrets: Sequence[SecretBinding]) -> str:
+    """Every spelling of every secret value in ``text`` becomes ``[secret NAME]``."""
+    return _mask_values(text, secrets, lambda binding: f"[secret {binding.name}]")
 
 
 def _secret_denied(binding: SecretBinding, host: str) -> EgressDenied:

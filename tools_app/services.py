@@ -6,7 +6,6 @@ are decrypted here and never travel through the broker.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +14,6 @@ from django.conf import settings
 from secrets_app.models import Secret
 from secrets_app.services import secret_resolve
 from tools_app import egress, sandbox
-
-MIN_SCRUB_LENGTH = 4  # shorter values would redact ordinary text
 
 
 @dataclass(frozen=True)
@@ -54,16 +51,8 @@ def _bindings(workspace_id: int) -> list[egress.SecretBinding]:
 
 
 def scrub(text: str | None, bindings: list[egress.SecretBinding]) -> str | None:
-    """Replace every secret value (and its JSON-escaped form) with a marker."""
-    if not text:
-        return text
-    for binding in bindings:
-        if len(binding.value) < MIN_SCRUB_LENGTH:
-            continue
-        escaped = json.dumps(binding.value)[1:-1]
-        for needle in {binding.value, escaped}:
-            text = text.replace(needle, f"[secret {binding.name}]")
-    return text
+    """Replace every secret value (in any encoding the proxy knows) with a marker."""
+    return egress.mask_secret_values(text, bindings) if text else text
 
 
 def _policy() -> egress.EgressPolicy:
