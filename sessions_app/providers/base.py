@@ -112,9 +112,18 @@ class PartialTranscript:
 
 @dataclass(frozen=True)
 class FinalTranscript:
-    """End of the user's turn."""
+    """End of the user's turn.
+
+    Timestamps are ``time.monotonic()`` seconds in this process, ``None`` when unknown:
+    ``speech_end_at`` when the audio holding the user's last word was pushed,
+    ``endpoint_at`` when the end of the turn was decided (the provider said so, or the
+    voice-activity detector heard enough silence). The session turns them into the
+    end-of-utterance delay and the recogniser's final latency.
+    """
 
     text: str
+    speech_end_at: float | None = None
+    endpoint_at: float | None = None
 
 
 STTEvent = SpeechStarted | PartialTranscript | FinalTranscript
