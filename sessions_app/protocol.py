@@ -135,6 +135,9 @@ class ConfigureMessage(_Message):
     mode: Literal["voice", "text"] | None = None
     variables: Variables | None = None
     tools: Annotated[list[ToolDeclaration], Field(max_length=TOOLS_MAX)] | None = None
+    # False: the page cannot play audio yet (no user gesture); the greeting is spoken
+    # once it sends `audio_ready`.
+    audio_ready: bool = True
 
     @field_validator("tools")
     @classmethod
@@ -152,6 +155,10 @@ class ConfigureMessage(_Message):
 class CancelMessage(_Message):
     type: Literal["cancel"] = "cancel"
     played_ms: Annotated[int, Field(ge=0)] | None = None
+
+
+class AudioReadyMessage(_Message):
+    type: Literal["audio_ready"] = "audio_ready"
 
 
 class ResetMessage(_Message):
@@ -200,6 +207,7 @@ ClientMessage = Annotated[
     | ContextMessage
     | ToolResultMessage
     | PingMessage
+    | AudioReadyMessage
     | ResumeMessage,
     Field(discriminator="type"),
 ]
@@ -212,6 +220,7 @@ MESSAGE_TYPES: dict[str, type[_Message]] = {
     "context": ContextMessage,
     "tool_result": ToolResultMessage,
     "ping": PingMessage,
+    "audio_ready": AudioReadyMessage,
     "resume": ResumeMessage,
 }
 

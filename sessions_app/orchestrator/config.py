@@ -37,29 +37,50 @@ class SessionConfig:
     greeting: str | None = None
     voice: str | None = None
     mode: Mode = "voice"
+    audio_ready: bool = True  # False: hold the greeting's audio until the client says so
     variables: dict[str, str] = field(default_factory=dict)
     tools: list[ToolDefinition] = field(default_factory=list)
     model: str | None = None
     max_tool_steps: int = 5  # LLM rounds per turn
     tts_sample_rate: int = 24_000
     client_tool_timeout: float = 10.0
+    # While the agent speaks, the user's speech interrupts it only once its transcript has
+    # this many words (that are not all backchannels like "mm-hmm" or "okay"); 0: at once.
+    barge_in_min_words: int = 1
+
+
+@dataclass(frozen=True)
+class ToolTiming:
+    name: str
+    status: str
+    ms: float
 
 
 @dataclass
 class TurnMetrics:
-    """Monotonic timestamps (seconds) of one turn; ``None`` where it never got there."""
+    """Monotonic timestamps (seconds) of one turn; ``None`` where it never got there.
+
+    A spoken turn starts before ``input_at``: the user's last word ended at
+    ``speech_end_at``, the recogniser decided the turn was over at ``endpoint_at`` and its
+    final transcript arrived at ``input_at``.
+    """
 
     turn_id: int
     source: Literal["speech", "text"]
     input_at: float  # final transcript or text received
+    speech_end_at: float | None = None
+    endpoint_at: float | None = None
     llm_request_at: float | None = None
+    text_round_request_at: float | None = None  # request of the round that first wrote text
     first_llm_text_at: float | None = None
     first_tts_request_at: float | None = None
-    first_audio_at: float | None = None
+    first_tts_byte_at: float | None = None  # the first request's first audio from the engine
+    first_audio_at: float | None = None  # first audio frame sent to the client
     end_at: float | None = None
     outcome: Literal["completed", "cancelled", "failed"] = "completed"
     llm_rounds: int = 0
     tool_calls: int = 0
+    tools: list[ToolTiming] = field(default_factory=list)
 
     @staticmethod
     def _ms(start: float | None, end: float | None) -> float | None:
@@ -76,6 +97,52 @@ class TurnMetrics:
     @property
     def input_to_first_audio_ms(self) -> float | None:
         return self._ms(self.input_at, self.first_audio_at)
+
+    @property
+    def end_of_utterance_ms(self) -> float | None:
+        """Silence waited before the turn was called over."""
+        return self._ms(self.speech_end_at, self.endpoint_at)
+
+    @property
+    def stt_final_ms(self) -> float | None:
+        """From the end of the turn to its final transcript."""
+        return self._ms(self.endpoint_at, self.input_at)
+
+    @property
+    def llm_first_token_ms(self) -> float | None:
+        return self._ms(self.text_round_request_at, self.first_llm_text_at)
+
+    @property
+    def tts_first_byte_ms(self) -> float | None:
+        return self._ms(self.first_tts_request_at, self.first_tts_byte_at)
+
+    @property
+    def first_audio_ms(self) -> float | None:
+        """The user stopped speaking (or sent text) → the first audio frame went out."""
+        started = self.speech_end_at if self.speech_end_at is not None else self.input_at
+        return self._ms(started, self.first_audio_at)
+
+    def as_event(self) -> dict[str, Any]:
+        """The ``metrics`` event's fields (milliseconds, ``None`` where unknown)."""
+
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 1)
+
+        return {
+            "turnId": self.turn_id,
+            "source": self.source,
+            "outcome": self.outcome,
+            "endOfUtteranceMs": rounded(self.end_of_utterance_ms),
+            "sttFinalMs": rounded(self.stt_final_ms),
+            "llmFirstTokenMs": rounded(self.llm_first_token_ms),
+            "ttsFirstByteMs": rounded(self.tts_first_byte_ms),
+            "firstAudioMs": rounded(self.first_audio_ms),
+            "turnMs": rounded(self._ms(self.input_at, self.end_at)),
+            "llmRounds": self.llm_rounds,
+            "tools": [
+                {"name": t.name, "status": t.status, "ms": rounded(t.ms)} for t in self.tools
+            ],
+        }
 
 
 def render_template(template: str, variables: dict[str, str]) -> str:

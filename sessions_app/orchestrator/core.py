@@ -39,6 +39,7 @@ class Turn:
     speech_task: asyncio.Task[None] | None = None
     speech_queue: asyncio.Queue[Sentence | None] = field(default_factory=asyncio.Queue)
     round: int = 0
+    round_request_at: float | None = None  # when this round's LLM request went out
     round_open: bool = False  # streamed text of this round is not in history yet
     round_text: str = ""
     text: str = ""  # everything streamed this turn (the `chat` text)
@@ -50,6 +51,7 @@ class Turn:
     first_audio_at: float | None = None
     playback_end: float = 0.0  # when the client will have played all of it (estimate)
     tts_failed: bool = False
+    awaiting_audio: bool = False  # the greeting waits for the client's audio_ready
     finished: bool = False
     interrupted: bool = False
 
@@ -93,10 +95,14 @@ class SessionCore:
         self._turn_ids = 0
         self._client_calls: dict[str, PendingClientCall] = {}
         self._used_call_ids: set[str] = set()
+        self._tool_started: dict[str, tuple[Turn, float]] = {}  # call id → (turn, clock)
         self._background: set[asyncio.Task[Any]] = set()
         self._stt_stream: STTStream | None = None
         self._stt_task: asyncio.Task[None] | None = None
         self._audio_refused = False
+        self._audio_ready = asyncio.Event()
+        if config.audio_ready:
+            self._audio_ready.set()
         self._closed = False
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from typing import Any
 
 from sessions_app import protocol
@@ -18,6 +19,13 @@ from sessions_app.providers.base import (
     STTEvent,
     STTStream,
 )
+
+# Words that acknowledge rather than interrupt ("mm-hmm", "okay", "I see").
+BACKCHANNEL_WORDS = frozenset(
+    "mm mmm hmm mhm uh huh um ah aha oh ok okay yeah yep yes right sure alright i see "
+    "got it cool nice great".split()
+)
+_WORD = re.compile(r"[a-z0-9']+")
 
 
 class VoiceSession(Turns):
@@ -71,6 +79,8 @@ class VoiceSession(Turns):
                 await self.resolve_tool_result(message.call_id, message.result, message.error)
             case protocol.PingMessage():
                 await self._emit("pong", {} if message.t is None else {"t": message.t})
+            case protocol.AudioReadyMessage():
+                self._audio_ready.set()
             case protocol.ConfigureMessage():
                 await self.handle_error("already_configured", "this session is already configured")
             case protocol.ResumeMessage():
@@ -174,14 +184,34 @@ class VoiceSession(Turns):
 
     async def _on_stt_event(self, event: STTEvent) -> None:
         if isinstance(event, SpeechStarted):
-            async with self._control_lock:
-                if self._agent_speaking():
-                    await self._interrupt("barge_in", None)
+            if self.config.barge_in_min_words <= 0:
+                await self._barge_in()
         elif isinstance(event, PartialTranscript):
             if event.text.strip():
                 await self._emit("transcript", {"text": event.text, "final": False})
+                if self._interrupts(event.text):
+                    await self._barge_in()
         elif isinstance(event, FinalTranscript) and event.text.strip():
-            await self._begin_turn(event.text.strip(), "speech", self._clock())
+            if self._agent_speaking() and not self._interrupts(event.text):
+                return  # "mm-hmm" while the agent talks: a backchannel, not a turn
+            await self._barge_in()
+            await self._begin_turn(
+                event.text.strip(),
+                "speech",
+                self._clock(),
+                speech_end_at=event.speech_end_at,
+                endpoint_at=event.endpoint_at,
+            )
+
+    def _interrupts(self, text: str) -> bool:
+        """Whether the user's words while the agent speaks are meant to interrupt it."""
+        words = [w for w in _WORD.findall(text.lower()) if w not in BACKCHANNEL_WORDS]
+        return len(words) >= max(1, self.config.barge_in_min_words)
+
+    async def _barge_in(self) -> None:
+        async with self._control_lock:
+            if self._agent_speaking():
+                await self._interrupt("barge_in", None)
 
     def _agent_speaking(self) -> bool:
         turn = self._turn

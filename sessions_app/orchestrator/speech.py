@@ -12,6 +12,7 @@ from sessions_app.providers.base import ProviderError
 from sessions_app.voice_cleaner import clean_for_speech
 
 INTERRUPTED_MARK = "[interrupted]"
+FRAME_MAX_MS = 100  # audio goes out in frames of at most this length
 
 
 class SpeechOutput(SessionCore):
@@ -43,23 +44,30 @@ class SpeechOutput(SessionCore):
                 chunks = self._tts.synthesize(speech, voice=self.config.voice)
                 async with closing_stream(chunks) as audio:
                     async for chunk in audio:
+                        metrics = turn.metrics
+                        if metrics is not None and metrics.first_tts_byte_at is None and chunk:
+                            metrics.first_tts_byte_at = self._clock()
                         await self._play(turn, chunk)
             except ProviderError as exc:
                 turn.tts_failed = True
                 await self.handle_error("tts_failed", str(exc))
 
     async def _play(self, turn: Turn, chunk: bytes) -> None:
-        if not chunk:
-            return
+        """Send ``chunk`` in frames of at most ``FRAME_MAX_MS``."""
+        frame_bytes = self.config.tts_sample_rate * FRAME_MAX_MS // 1000 * 2
+        for start in range(0, len(chunk), frame_bytes):
+            await self._send_frame(turn, chunk[start : start + frame_bytes])
+
+    async def _send_frame(self, turn: Turn, frame: bytes) -> None:
         if turn.first_audio_at is None:
             turn.first_audio_at = self._clock()
             if turn.metrics is not None:
                 turn.metrics.first_audio_at = turn.first_audio_at
-        await self._send_audio(chunk)
-        chunk_ms = len(chunk) * 1000 / (2 * self.config.tts_sample_rate)
-        turn.audio_ms += chunk_ms
-        # Playback runs in real time from the first chunk and stalls when audio runs out.
-        turn.playback_end = max(turn.playback_end, self._clock()) + chunk_ms / 1000
+        await self._send_audio(frame)
+        frame_ms = len(frame) * 1000 / (2 * self.config.tts_sample_rate)
+        turn.audio_ms += frame_ms
+        # Playback runs in real time from the first frame and stalls when audio runs out.
+        turn.playback_end = max(turn.playback_end, self._clock()) + frame_ms / 1000
 
     # ------------------------------------------------------------ what the user heard
 

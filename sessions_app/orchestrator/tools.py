@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import Any
 
-from sessions_app.orchestrator.config import ToolDefinition
+from sessions_app.orchestrator.config import ToolDefinition, ToolTiming
 from sessions_app.orchestrator.core import PendingClientCall, SessionCore, Turn, log_failure
 from sessions_app.providers.base import ToolCall, ToolInvocation, ToolOutcome
 from tools_app.schema import ArgumentsInvalid, SchemaError, parse_arguments, validate_arguments
@@ -72,6 +72,7 @@ class ToolCalls(SessionCore):
     async def _run_tool(self, turn: Turn, call: ToolCall, message: dict[str, Any]) -> None:
         name = call.name[:_NAME_SHOWN_MAX]
         await self._tool_status(call.id, name, "started")
+        self._tool_started[call.id] = (turn, self._clock())
         tool = self._tools.get(call.name)
         if tool is None:
             known = ", ".join(self._tools) or "none"
@@ -173,6 +174,12 @@ class ToolCalls(SessionCore):
 
     async def _tool_status(self, call_id: str, name: str, status: str) -> None:
         await self._emit("tool_status", {"callId": call_id, "name": name, "status": status})
+        started = self._tool_started.pop(call_id, None) if status != "started" else None
+        if started is not None:
+            turn, at = started
+            if turn.metrics is not None and not turn.finished:
+                duration_ms = (self._clock() - at) * 1000
+                turn.metrics.tools.append(ToolTiming(name, status, duration_ms))
 
 
 def _error_content(error: str) -> str:

@@ -29,7 +29,15 @@ TOOLS_EXHAUSTED_NOTE = (
 
 
 class Turns(SpeechOutput, ToolCalls):
-    async def _begin_turn(self, text: str, source: Literal["speech", "text"], at: float) -> None:
+    async def _begin_turn(
+        self,
+        text: str,
+        source: Literal["speech", "text"],
+        at: float,
+        *,
+        speech_end_at: float | None = None,
+        endpoint_at: float | None = None,
+    ) -> None:
         async with self._control_lock:
             if self._closed:
                 return
@@ -37,7 +45,10 @@ class Turns(SpeechOutput, ToolCalls):
             if self._closed:  # closed meanwhile: start nothing close() would not see
                 return
             self._turn_ids += 1
-            turn = Turn(id=self._turn_ids, metrics=TurnMetrics(self._turn_ids, source, at))
+            metrics = TurnMetrics(
+                self._turn_ids, source, at, speech_end_at=speech_end_at, endpoint_at=endpoint_at
+            )
+            turn = Turn(id=self._turn_ids, metrics=metrics)
             self._history.append({"role": "user", "content": text})
             self._turn = turn
             # The LLM request goes out while `turn` is being sent; the emit lock, taken
@@ -54,13 +65,17 @@ class Turns(SpeechOutput, ToolCalls):
         if not self.speaks:
             turn.finished = True
             return
+        turn.task = self._spawn("greeting", self._speak_greeting, turn, greeting)
+
+    async def _speak_greeting(self, turn: Turn, greeting: str) -> None:
+        if not self._audio_ready.is_set():
+            turn.awaiting_audio = True
+            await self._audio_ready.wait()
+            turn.awaiting_audio = False
         for sentence in split_sentences(greeting):
             self._say(turn, sentence)
-        turn.task = self._spawn("greeting", self._speak_greeting, turn)
-
-    async def _speak_greeting(self, turn: Turn) -> None:
         await self._finish_speech(turn)
-        self._finish_turn(turn, "completed")
+        await self._finish_turn(turn, "completed")
 
     async def _run_turn(self, turn: Turn) -> None:
         try:
@@ -75,14 +90,14 @@ class Turns(SpeechOutput, ToolCalls):
             await self._abandon(turn)
             await self.handle_error("internal", "internal error")
         else:
-            self._finish_turn(turn, "completed")
+            await self._finish_turn(turn, "completed")
 
     async def _abandon(self, turn: Turn) -> None:
         await _stop(turn.speech_task)
         for call_id in turn.client_calls:
             self._client_calls.pop(call_id, None)
         self._cut_history(turn, None)
-        self._finish_turn(turn, "failed")
+        await self._finish_turn(turn, "failed")
 
     async def _converse(self, turn: Turn) -> None:
         specs = [ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values()]
@@ -121,8 +136,9 @@ class Turns(SpeechOutput, ToolCalls):
         metrics = turn.metrics
         assert metrics is not None
         metrics.llm_rounds += 1
+        turn.round_request_at = self._clock()
         if metrics.llm_request_at is None:
-            metrics.llm_request_at = self._clock()
+            metrics.llm_request_at = turn.round_request_at
         stream = self._llm.stream(messages=messages, tools=tools, model=self.config.model)
         async with closing_stream(stream) as events:
             async for event in events:
@@ -138,6 +154,7 @@ class Turns(SpeechOutput, ToolCalls):
         assert turn.metrics is not None
         if turn.metrics.first_llm_text_at is None:
             turn.metrics.first_llm_text_at = self._clock()
+            turn.metrics.text_round_request_at = turn.round_request_at
         if not turn.round_text and turn.text and not turn.text[-1].isspace():
             text = " " + text  # rounds of one turn read as one reply
         turn.round_text += text
@@ -146,20 +163,23 @@ class Turns(SpeechOutput, ToolCalls):
             self._say(turn, sentence)
         await self._emit("chat_delta", {"text": text})
 
-    def _finish_turn(
+    async def _finish_turn(
         self, turn: Turn, outcome: Literal["completed", "cancelled", "failed"]
     ) -> None:
+        """Mark ``turn`` over and report its metrics (the greeting has none)."""
         if turn.finished:
             return
         turn.finished = True
         metrics = turn.metrics
-        if metrics is None or self._on_turn_metrics is None:
+        if metrics is None:
             return
         metrics.end_at, metrics.outcome = self._clock(), outcome
-        try:
-            self._on_turn_metrics(metrics)
-        except Exception as exc:
-            log_failure(self.config.session_id, "on_turn_metrics", exc)
+        await self._emit("metrics", metrics.as_event())
+        if self._on_turn_metrics is not None:
+            try:
+                self._on_turn_metrics(metrics)
+            except Exception as exc:
+                log_failure(self.config.session_id, "on_turn_metrics", exc)
 
     # ------------------------------------------------------------ interruption
 
@@ -167,6 +187,10 @@ class Turns(SpeechOutput, ToolCalls):
         """Stop the current turn (caller holds the control lock). False: nothing to stop."""
         turn = self._turn
         if turn is None or turn.interrupted:
+            return False
+        if turn.awaiting_audio:  # a greeting shown but never heard: drop its speech only
+            turn.interrupted = turn.finished = True
+            await _stop(turn.task)
             return False
         running = turn.task is not None and not turn.task.done() and not turn.finished
         # The client's playedMs outranks our estimate of its playback.
@@ -179,7 +203,7 @@ class Turns(SpeechOutput, ToolCalls):
         await self._emit("cancelled", {"reason": reason})
         await self._cancel_client_calls(turn)
         self._cut_history(turn, played_ms)
-        self._finish_turn(turn, "cancelled")
+        await self._finish_turn(turn, "cancelled")
         return True
 
 

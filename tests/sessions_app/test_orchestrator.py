@@ -4,7 +4,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,22 +13,19 @@ from sessions_app import protocol
 from sessions_app.orchestrator import (
     INTERRUPTED_MARK,
     TOOLS_EXHAUSTED_NOTE,
-    SessionConfig,
     ToolDefinition,
-    TurnMetrics,
-    VoiceSession,
 )
-from sessions_app.providers.base import ProviderError, SpeechStarted, ToolCall
+from sessions_app.providers.base import PartialTranscript, ProviderError, SpeechStarted, ToolCall
 from sessions_app.providers.fake import (
     Delay,
     FakeLLM,
     FakeSTT,
     FakeToolRunner,
     FakeTTS,
-    silence_pcm,
     tone_pcm,
     tool_call,
 )
+from tests.sessions_app.harness import Harness, started, until
 
 WEATHER = ToolDefinition(
     name="get_weather",
@@ -46,102 +43,6 @@ OPEN_FILE = ToolDefinition(
     parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
     client=True,
 )
-
-
-class Harness:
-    """A session wired to fakes, with everything it sends collected in order."""
-
-    def __init__(
-        self,
-        *,
-        llm: FakeLLM | None = None,
-        stt: FakeSTT | None = None,
-        tts: FakeTTS | None = None,
-        runner: FakeToolRunner | None = None,
-        emit_delay: float = 0.0,
-        first_seq: int = 0,
-        **config: Any,
-    ) -> None:
-        self.emit_delay = emit_delay
-        self.llm = llm or FakeLLM()
-        self.stt = stt or FakeSTT()
-        self.tts = tts or FakeTTS()
-        self.runner = runner or FakeToolRunner()
-        self.events: list[dict[str, Any]] = []
-        self.timeline: list[str] = []  # event types and "audio", in send order
-        self.audio: list[bytes] = []
-        self.metrics: list[TurnMetrics] = []
-        config = {"mode": "text", **config}
-        self.session = VoiceSession(
-            config=SessionConfig(
-                session_id="s1", resume_token="r1", workspace_id=7, llm_name="fake", **config
-            ),
-            llm=self.llm,
-            tool_runner=self.runner,
-            emit=self._emit,
-            send_audio=self._send_audio,
-            stt=self.stt,
-            tts=self.tts,
-            on_turn_metrics=self.metrics.append,
-            first_seq=first_seq,
-        )
-
-    async def _emit(self, event: dict[str, Any]) -> None:
-        if self.emit_delay:
-            await asyncio.sleep(self.emit_delay)
-        self.events.append(event)
-        self.timeline.append(event["type"])
-
-    async def _send_audio(self, chunk: bytes) -> None:
-        self.audio.append(chunk)
-        self.timeline.append("audio")
-
-    @property
-    def types(self) -> list[str]:
-        return [event["type"] for event in self.events]
-
-    def of_type(self, event_type: str) -> list[dict[str, Any]]:
-        return [event for event in self.events if event["type"] == event_type]
-
-    async def wait_for(self, event_type: str, count: int = 1, within: float = 3.0) -> None:
-        await until(lambda: len(self.of_type(event_type)) >= count, within)
-
-    async def say(self, text: str) -> None:
-        await self.session.handle(protocol.TextMessage(text=text))
-
-    async def speak(self, speech_ms: int = 200, silence_ms: int = 200) -> None:
-        """Push 20 ms frames of tone, then of silence, as a microphone would."""
-        for _ in range(speech_ms // 20):
-            await self.session.push_audio(tone_pcm(20))
-        for _ in range(silence_ms // 20):
-            await self.session.push_audio(silence_pcm(20))
-
-
-async def until(condition: Callable[[], bool], within: float = 3.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.002)
-
-
-@pytest.fixture
-async def make() -> AsyncIterator[Callable[..., Harness]]:
-    made: list[Harness] = []
-
-    def factory(**kwargs: Any) -> Harness:
-        made.append(Harness(**kwargs))
-        return made[-1]
-
-    yield factory
-    for harness in made:
-        await harness.session.close()
-
-
-async def started(make: Callable[..., Harness], **kwargs: Any) -> Harness:
-    harness = make(**kwargs)
-    await harness.session.start()
-    return harness
 
 
 def last_request_messages(llm: FakeLLM) -> list[dict[str, Any]]:
@@ -172,7 +73,8 @@ async def test_text_turn_event_order_and_seq(make: Callable[..., Harness]) -> No
     await harness.wait_for("chat")
     await asyncio.sleep(0.02)
     assert harness.types == ["ready", "turn", "thinking", "chat_delta", "chat_delta", "chat"]
-    assert [e["seq"] for e in harness.events] == list(range(1, 7))
+    assert harness.events[-1]["type"] == "metrics"  # after the turn, in the same sequence
+    assert [e["seq"] for e in harness.events] == list(range(1, 8))
     assert all(isinstance(e["ts"], int) and e["ts"] > 1_600_000_000_000 for e in harness.events)
     assert harness.of_type("turn")[0]["text"] == "hi"
     assert [e["text"] for e in harness.of_type("chat_delta")] == ["Hello ", "there."]
@@ -740,7 +642,7 @@ async def test_barge_in_while_speaking(make: Callable[..., Harness]) -> None:
     tts = FakeTTS(chunks=10, chunk_delay=0.05)
     # The LLM has written two sentences while the first one is still being spoken.
     llm = FakeLLM(script=[["First sentence here. ", "Second one. ", Delay(5), "Third."]])
-    harness = await started(make, mode="voice", stt=stt, tts=tts, llm=llm)
+    harness = await started(make, mode="voice", stt=stt, tts=tts, llm=llm, barge_in_min_words=0)
     await harness.say("talk to me")
     await until(lambda: "audio" in harness.timeline)
     await harness.session.push_audio(tone_pcm(20))  # the user starts talking
@@ -804,7 +706,7 @@ async def test_client_cancel_after_a_barge_in_is_only_acknowledged(
     harness = await started(make, mode="voice", tts=tts, llm=llm)
     await harness.say("talk")
     await harness.wait_for("tts_done")
-    harness.stt.streams[0].inject(SpeechStarted())
+    harness.stt.streams[0].inject(PartialTranscript("wait a"))
     await harness.wait_for("cancelled")
     cut = harness.session.history[-1]["content"]
     assert cut == f"First sentence. {INTERRUPTED_MARK}"
