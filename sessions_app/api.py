@@ -17,6 +17,7 @@ from secrets_app.authentication import request_workspace
 from secrets_app.validators import AGENT_SLUG
 from sessions_app import selectors, services
 from sessions_app.models import Agent, Session
+from sessions_app.providers import registry
 
 
 class AgentOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -42,8 +43,12 @@ class AgentInput(StrictSerializer):
     voice = serializers.CharField(max_length=64, required=False, allow_blank=True)
     mode = serializers.ChoiceField(choices=Agent.Mode.choices, required=False)
     llm_model = serializers.CharField(max_length=100, required=False, allow_blank=True)
-    stt_provider = serializers.CharField(max_length=32, required=False, allow_blank=True)
-    tts_provider = serializers.CharField(max_length=32, required=False, allow_blank=True)
+    stt_provider = serializers.ChoiceField(
+        choices=registry.names("stt"), required=False, allow_blank=True
+    )
+    tts_provider = serializers.ChoiceField(
+        choices=registry.names("tts"), required=False, allow_blank=True
+    )
     tools = serializers.ListField(child=serializers.JSONField(), required=False)
 
 

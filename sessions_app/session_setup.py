@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +121,49 @@ def _llm(model: str | None) -> tuple[LLM, str]:
     return llm, "openai"
 
 
+def _speech_options(kind: registry.Kind, name: str) -> dict[str, Any]:
+    """A speech provider's settings, as its constructor takes them."""
+    s = settings
+    options: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {
+        ("stt", "local"): lambda: {"end_silence_ms": s.LOCAL_STT_END_SILENCE_MS},
+        ("stt", "assemblyai"): lambda: {
+            "api_key": s.ASSEMBLYAI_API_KEY or "",
+            "base_url": s.ASSEMBLYAI_BASE_URL,
+            "speech_model": s.ASSEMBLYAI_SPEECH_MODEL,
+            "timeout_s": s.STT_TIMEOUT_S,
+        },
+        ("tts", "orpheus"): lambda: {
+            "url": s.ORPHEUS_URL or "",
+            "api_key": s.ORPHEUS_API_KEY or "",
+            "timeout_s": s.TTS_TIMEOUT_S,
+        },
+        ("tts", "elevenlabs"): lambda: {
+            "api_key": s.ELEVENLABS_API_KEY or "",
+            "base_url": s.ELEVENLABS_BASE_URL,
+            "model_id": s.ELEVENLABS_MODEL,
+            "timeout_s": s.TTS_TIMEOUT_S,
+        },
+        ("tts", "openai"): lambda: {
+            "api_key": s.OPENAI_API_KEY or "",
+            "base_url": s.OPENAI_TTS_BASE_URL,
+            "model": s.OPENAI_TTS_MODEL,
+            "timeout_s": s.TTS_TIMEOUT_S,
+        },
+    }
+    make = options.get((kind, name))
+    return make() if make is not None else {}
+
+
+def _speech(kind: registry.Kind, name: str) -> Any:
+    try:
+        return registry.create(kind, name, **_speech_options(kind, name))
+    except registry.UnknownProvider:
+        known = ", ".join(registry.names(kind))
+        raise ConfigureRefused(
+            "invalid", f"this agent names {kind} provider {name!r}; known: {known}"
+        ) from None
+
+
 def session_plan_build(
     *,
     access: Access,
@@ -149,6 +193,8 @@ def session_plan_build(
         greeting=pick("greeting", agent.greeting if agent else "") or None,
         voice=pick("voice", agent.voice if agent else "") or None,
         mode=mode,
+        audio_ready=configure.audio_ready,
+        barge_in_min_words=settings.BARGE_IN_MIN_WORDS,
         variables=dict(configure.variables or {}),
         tools=_tools(agent, configure.tools),
         max_tool_steps=settings.MAX_TOOL_STEPS,
@@ -158,7 +204,7 @@ def session_plan_build(
         config=config,
         agent=agent,
         llm=llm,
-        stt=registry.create("stt", stt_name) if speaks else None,
-        tts=registry.create("tts", tts_name) if speaks else None,
+        stt=_speech("stt", stt_name) if speaks else None,
+        tts=_speech("tts", tts_name) if speaks else None,
         tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
     )

@@ -8,6 +8,7 @@ CI (CI=true) a skip would hide a gap, so it fails instead.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -34,6 +35,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if _CI:
         pytest.fail(f"{reason}; under CI this must not be skipped", pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _scripted_speech(settings: Any) -> None:
+    """Sessions use the scripted fake STT/TTS unless a test picks a real engine."""
+    settings.STT_PROVIDER = "fake"
+    settings.TTS_PROVIDER = "fake"
 
 
 @pytest.fixture

@@ -65,13 +65,12 @@ class Turns(SpeechOutput, ToolCalls):
         if not self.speaks:
             turn.finished = True
             return
+        turn.awaiting_audio = not self._audio_ready.is_set()
         turn.task = self._spawn("greeting", self._speak_greeting, turn, greeting)
 
     async def _speak_greeting(self, turn: Turn, greeting: str) -> None:
-        if not self._audio_ready.is_set():
-            turn.awaiting_audio = True
-            await self._audio_ready.wait()
-            turn.awaiting_audio = False
+        await self._audio_ready.wait()
+        turn.awaiting_audio = False
         for sentence in split_sentences(greeting):
             self._say(turn, sentence)
         await self._finish_speech(turn)

@@ -12,6 +12,7 @@ import functools
 import itertools
 import json
 import math
+import time
 from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -195,6 +196,7 @@ class FakeSTTStream(STTStream):
         self._speech_ms = 0.0
         self._silence_ms = 0.0
         self._partials = 0
+        self._last_speech_at = 0.0
         self.received_bytes = 0
         self.closed = False
 
@@ -209,7 +211,13 @@ class FakeSTTStream(STTStream):
             self._silence_ms += frame_ms
             if self._silence_ms >= self._owner.silence_ms:
                 self._in_speech = False
-                self.inject(FinalTranscript(self._owner.next_text()))
+                self.inject(
+                    FinalTranscript(
+                        self._owner.next_text(),
+                        speech_end_at=self._last_speech_at,
+                        endpoint_at=time.monotonic(),
+                    )
+                )
 
     def _on_speech(self, frame_ms: float) -> None:
         if not self._in_speech:
@@ -218,6 +226,7 @@ class FakeSTTStream(STTStream):
             self._partials = 0
             self.inject(SpeechStarted())
         self._silence_ms = 0.0
+        self._last_speech_at = time.monotonic()
         self._speech_ms += frame_ms
         due = int(self._speech_ms // self._owner.partial_every_ms)
         while self._partials < due:
@@ -296,10 +305,12 @@ class FakeTTS(TTS):
         ms_per_char: float = 10.0,
         chunks: int = 3,
         chunk_delay: float = 0.0,
+        first_byte_delay: float = 0.0,
         error: ProviderError | None = None,
         **_options: Any,
     ) -> None:
         self.capabilities = Capabilities(offline=True, sample_rate=sample_rate)
+        self.first_byte_delay = first_byte_delay
         self.sample_rate = sample_rate
         self.ms_per_char = ms_per_char
         self.chunks = max(1, chunks)
@@ -317,6 +328,8 @@ class FakeTTS(TTS):
         if self.error is not None:
             raise self.error
         audio = self.audio_for(text)
+        if self.first_byte_delay:
+            await asyncio.sleep(self.first_byte_delay)
         size = -(-len(audio) // self.chunks)
         size += size % 2  # keep samples whole
         for start in range(0, len(audio), max(size, 2)):

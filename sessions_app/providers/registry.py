@@ -8,13 +8,23 @@ from typing import Any, Literal
 Kind = Literal["stt", "llm", "tts", "tools"]
 
 _REGISTRY: dict[Kind, dict[str, str]] = {
-    "stt": {"fake": "sessions_app.providers.fake.FakeSTT"},
+    "stt": {
+        "fake": "sessions_app.providers.fake.FakeSTT",
+        "local": "sessions_app.providers.stt_local.LocalSTT",
+        "assemblyai": "sessions_app.providers.stt_assemblyai.AssemblyAISTT",
+    },
     "llm": {
         "fake": "sessions_app.providers.fake.FakeLLM",
         "openai": "sessions_app.providers.llm_openai.OpenAICompatibleLLM",
         "offline": "sessions_app.providers.llm_offline.OfflineLLM",
     },
-    "tts": {"fake": "sessions_app.providers.fake.FakeTTS"},
+    "tts": {
+        "fake": "sessions_app.providers.fake.FakeTTS",
+        "local": "sessions_app.providers.tts_local.LocalTTS",
+        "orpheus": "sessions_app.providers.tts_orpheus.OrpheusTTS",
+        "elevenlabs": "sessions_app.providers.tts_elevenlabs.ElevenLabsTTS",
+        "openai": "sessions_app.providers.tts_openai.OpenAITTS",
+    },
     "tools": {
         "fake": "sessions_app.providers.fake.FakeToolRunner",
         "sandbox": "tools_app.runner.SandboxToolRunner",
