@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -102,6 +103,12 @@ class AgentDetailApi(APIView):
 
 # ---------------------------------------------------------------- session records
 
+_CAMEL = re.compile(r"[A-Z]")
+
+
+def _snake(name: str) -> str:
+    return _CAMEL.sub(lambda match: "_" + match[0].lower(), name)
+
 
 class TranscriptOutput(serializers.Serializer):  # type: ignore[type-arg]
     role = serializers.CharField()
@@ -123,9 +130,17 @@ class SessionOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 class SessionDetailOutput(SessionOutput):
     transcript = TranscriptOutput(many=True)
+    turns = serializers.SerializerMethodField()
 
     class Meta(SessionOutput.Meta):
-        fields = [*SessionOutput.Meta.fields, "transcript"]
+        fields = [*SessionOutput.Meta.fields, "transcript", "turns"]
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_turns(self, session: Session) -> list[dict[str, Any]]:
+        """Per-turn latency figures (milliseconds; null where a stage did not happen)."""
+        return [
+            {_snake(key): value for key, value in t.metrics.items()} for t in session.turns.all()
+        ]
 
 
 class SessionPagination(CursorPagination):

@@ -85,3 +85,18 @@ class TranscriptEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} at {self.created_at:%H:%M:%S}"
+
+
+class TurnRecord(models.Model):
+    """One turn's latency figures, as the session's ``metrics`` event gave them."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    turn_id = models.PositiveIntegerField()
+    metrics = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["turn_id", "pk"]
+
+    def __str__(self) -> str:
+        return f"turn {self.turn_id}"

@@ -59,6 +59,9 @@ class SessionRecorder:
                 )
             )
             self._write(lambda: services.session_record_count(session=session, turns=1))
+        elif kind == "metrics":
+            metrics = {k: v for k, v in event.items() if k not in ("type", "seq", "ts")}
+            self._write(lambda: services.session_record_turn(session=session, metrics=metrics))
         elif kind == "tool_status" and event.get("status") in _TERMINAL_TOOL_STATUSES:
             self._write(lambda: services.session_record_count(session=session, tool_calls=1))
 

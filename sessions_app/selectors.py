@@ -27,7 +27,7 @@ def session_list(*, workspace: Workspace) -> QuerySet[Session]:
 
 def session_get(*, workspace: Workspace, public_id: str) -> Session:
     return get_object_or_404(
-        Session.objects.select_related("agent").prefetch_related("transcript"),
+        Session.objects.select_related("agent").prefetch_related("transcript", "turns"),
         workspace=workspace,
         public_id=public_id,
     )

@@ -14,7 +14,7 @@ from pydantic import ValidationError as PydanticError
 
 from secrets_app.models import ApiKey, Workspace
 from sessions_app import protocol
-from sessions_app.models import Agent, Session, TranscriptEntry
+from sessions_app.models import Agent, Session, TranscriptEntry, TurnRecord
 from tools_app.schema import SchemaError, to_json_schema
 
 AGENT_FIELDS = (
@@ -114,6 +114,10 @@ def session_record_append(*, session: Session, entries: list[tuple[str, str]]) -
     TranscriptEntry.objects.bulk_create(
         TranscriptEntry(session=session, role=role, text=text) for role, text in entries
     )
+
+
+def session_record_turn(*, session: Session, metrics: dict[str, Any]) -> None:
+    TurnRecord.objects.create(session=session, turn_id=metrics["turnId"], metrics=metrics)
 
 
 def session_record_count(*, session: Session, turns: int = 0, tool_calls: int = 0) -> None:

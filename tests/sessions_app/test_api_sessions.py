@@ -19,6 +19,10 @@ def _record(tenant) -> str:
         session=session, entries=[("user", "hi"), ("assistant", "hello")]
     )
     services.session_record_count(session=session, turns=1, tool_calls=2)
+    services.session_record_turn(
+        session=session,
+        metrics={"turnId": 1, "source": "speech", "firstAudioMs": 812.5, "ttsFirstByteMs": None},
+    )
     services.session_record_end(session=session, close_code=1000)
     return str(uuid.UUID(hex=session_id))
 
@@ -34,6 +38,9 @@ def test_list_and_detail(owner, owner_api):
         ("assistant", "hello"),
     ]
     assert (detail["tool_call_count"], detail["close_code"]) == (2, 1000)
+    assert detail["turns"] == [
+        {"turn_id": 1, "source": "speech", "first_audio_ms": 812.5, "tts_first_byte_ms": None}
+    ]
 
 
 def test_outsider_sees_no_session(owner, outsider_api):

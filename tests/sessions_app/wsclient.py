@@ -37,16 +37,30 @@ class Client:
     async def next(self, timeout: float = 5) -> dict[str, Any] | None:
         """The next JSON event (audio is collected on the side); None once closed."""
         while True:
-            output = await self.ws.receive_output(timeout)
-            if output["type"] == "websocket.close":
-                self.close_code = output.get("code")
-                return None
-            if output.get("bytes") is not None:
-                self.audio.append(output["bytes"])
-                continue
-            event = json.loads(output["text"])
-            self.events.append(event)
-            return event
+            output = await self._receive(timeout)
+            if output is None or isinstance(output, dict):
+                return output
+
+    async def next_audio(self, timeout: float = 5) -> bytes:
+        """The next audio frame (JSON events are collected on the side)."""
+        while True:
+            output = await self._receive(timeout)
+            if output is None:
+                raise AssertionError(f"closed ({self.close_code}) before audio: {self.events}")
+            if isinstance(output, bytes):
+                return output
+
+    async def _receive(self, timeout: float) -> dict[str, Any] | bytes | None:
+        output = await self.ws.receive_output(timeout)
+        if output["type"] == "websocket.close":
+            self.close_code = output.get("code")
+            return None
+        if output.get("bytes") is not None:
+            self.audio.append(output["bytes"])
+            return output["bytes"]  # type: ignore[no-any-return]
+        event: dict[str, Any] = json.loads(output["text"])
+        self.events.append(event)
+        return event
 
     async def until(self, event_type: str, timeout: float = 5) -> dict[str, Any]:
         while (event := await self.next(timeout)) is not None:

@@ -1,0 +1,238 @@
+"""The offline engines for real: Piper speaks, faster-whisper listens, and a voice turn
+goes through the consumer with both."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable
+
+import numpy as np
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app.models import TurnRecord
+from sessions_app.providers.audio import float_to_pcm16, pcm16_to_float, resample
+from sessions_app.providers.base import (
+    FinalTranscript,
+    PartialTranscript,
+    ProviderError,
+    SpeechStarted,
+    STTEvent,
+)
+from sessions_app.providers.stt_local import LocalSTT
+from sessions_app.providers.tts_local import LocalTTS
+from tests.factories import make_tenant
+from tests.fakes.openai_server import FakeOpenAIServer, text_reply
+from tests.sessions_app.wsclient import Client
+
+PHRASE = "What is the weather in Paris?"
+FRAME = 640  # 20 ms at 16 kHz
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z']+", text.lower())
+
+
+def silence(ms: int) -> bytes:
+    return b"\0" * (ms * 32)
+
+
+@pytest.fixture(scope="module")
+def phrase_16k() -> bytes:
+    """The phrase spoken by the offline voice, as a browser would send it (16 kHz)."""
+
+    async def speak() -> bytes:
+        return b"".join([chunk async for chunk in LocalTTS().synthesize(PHRASE)])
+
+    pcm_24k = asyncio.run(speak())
+    return float_to_pcm16(resample(pcm16_to_float(pcm_24k), 24_000, 16_000))
+
+
+async def max_stall(work: Awaitable[object]) -> float:
+    """Run ``work`` while a ticker measures the longest the event loop went unanswered."""
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await work
+    finally:
+        ticker.cancel()
+    return max(gaps, default=0.0)
+
+
+# ---------------------------------------------------------------- Piper
+
+
+async def test_piper_speaks_24khz_pcm_without_stalling_the_loop() -> None:
+    tts = LocalTTS()
+    chunks: list[bytes] = []
+
+    async def collect() -> None:
+        chunks.extend([chunk async for chunk in tts.synthesize(PHRASE)])
+
+    stall = await max_stall(collect())
+    audio = b"".join(chunks)
+    seconds = len(audio) / 48_000
+    assert 1.0 < seconds < 3.5
+    assert all(len(chunk) % 2 == 0 for chunk in chunks)
+    assert np.abs(pcm16_to_float(audio)).max() > 0.3  # speech, not silence
+    assert stall < 0.1
+
+
+async def test_piper_says_nothing_for_blank_text() -> None:
+    assert [chunk async for chunk in LocalTTS().synthesize("  \n")] == []
+
+
+# ---------------------------------------------------------------- Whisper + VAD
+
+
+async def listen(audio: bytes, *, until_finals: int = 1, within: float = 20.0) -> list[STTEvent]:
+    stream = await LocalSTT(end_silence_ms=500).open(sample_rate=16_000)
+    events: list[STTEvent] = []
+
+    async def feed() -> None:
+        for start in range(0, len(audio), FRAME):
+            await stream.push_audio(audio[start : start + FRAME])
+            await asyncio.sleep(0.002)
+
+    async def collect() -> None:
+        async for event in stream.events():
+            events.append(event)
+            if sum(isinstance(e, FinalTranscript) for e in events) >= until_finals:
+                return
+
+    feeding = asyncio.create_task(feed())
+    try:
+        await asyncio.wait_for(collect(), within)
+    finally:
+        feeding.cancel()
+        await stream.aclose()
+    return events
+
+
+async def test_whisper_transcribes_the_offline_voice(phrase_16k: bytes) -> None:
+    events = await listen(silence(400) + phrase_16k + silence(900))
+    assert isinstance(events[0], SpeechStarted)
+    (final,) = [e for e in events if isinstance(e, FinalTranscript)]
+    assert words(final.text) == ["what", "is", "the", "weather", "in", "paris"]
+    assert final.speech_end_at is not None and final.endpoint_at is not None
+    assert final.endpoint_at > final.speech_end_at
+    partials = [e for e in events if isinstance(e, PartialTranscript)]
+    assert all(set(words(p.text)) <= set(words(final.text)) | {"what's"} for p in partials)
+
+
+async def test_two_utterances_are_two_turns(phrase_16k: bytes) -> None:
+    audio = silence(300) + phrase_16k + silence(900) + phrase_16k + silence(900)
+    events = await listen(audio, until_finals=2)
+    finals = [e for e in events if isinstance(e, FinalTranscript)]
+    assert [words(f.text)[-1] for f in finals] == ["paris", "paris"]
+    assert sum(isinstance(e, SpeechStarted) for e in events) == 2
+
+
+async def test_silence_and_quiet_noise_are_not_speech() -> None:
+    noise = np.random.default_rng(7).normal(0, 0.002, 16_000 * 3).astype(np.float32)
+    stream = await LocalSTT().open(sample_rate=16_000)
+    pcm = silence(1000) + float_to_pcm16(noise)
+    for start in range(0, len(pcm), FRAME):
+        await stream.push_audio(pcm[start : start + FRAME])
+    await stream.aclose()
+    assert [event async for event in stream.events()] == []
+
+
+async def test_decoding_never_stalls_the_event_loop(phrase_16k: bytes) -> None:
+    stall = await max_stall(listen(silence(300) + phrase_16k + silence(900)))
+    assert stall < 0.1
+
+
+async def test_an_unusable_sample_rate_is_a_clear_error() -> None:
+    with pytest.raises(ProviderError, match="11025") as caught:
+        await LocalSTT().open(sample_rate=11_025)
+    assert caught.value.code == "stt_failed"
+
+
+# ---------------------------------------------------------------- a voice turn, end to end
+
+
+@pytest.fixture
+async def llm(settings) -> AsyncIterator[FakeOpenAIServer]:
+    async with FakeOpenAIServer() as server:
+        settings.LLM_BASE_URL = server.base_url
+        settings.LLM_API_KEY = "test-llm-key"
+        yield server
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_voice_turn_with_the_offline_engines(settings, llm, phrase_16k: bytes) -> None:
+    settings.STT_PROVIDER = settings.TTS_PROVIDER = "local"
+    llm.script(text_reply("It is sunny in Paris today. ", "Take sunglasses."))
+    tenant = await sync_to_async(make_tenant)("offline@example.com")
+    async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
+        await client.send({"type": "configure", "mode": "voice", "instructions": "Be brief."})
+        ready = await client.until("ready")
+        audio = silence(300) + phrase_16k + silence(1000)
+        for start in range(0, len(audio), FRAME):  # in real time, as a microphone does
+            await client.send_raw(data=audio[start : start + FRAME])
+            await asyncio.sleep(0.02)
+        turn = await client.until("turn", timeout=20)
+        assert words(turn["text"]) == ["what", "is", "the", "weather", "in", "paris"]
+        chat = await client.until("chat", timeout=10)
+        assert chat["text"] == "It is sunny in Paris today. Take sunglasses."
+        await client.until("tts_done", timeout=10)
+        metrics = await client.until("metrics")
+    assert ready["ttsSampleRate"] == 24_000
+    seconds = sum(len(frame) for frame in client.audio) / 48_000
+    assert seconds >= 0.5
+    assert max(len(frame) for frame in client.audio) <= 4_800  # 100 ms frames
+    assert metrics["source"] == "speech" and metrics["firstAudioMs"] > 0
+    assert metrics["endOfUtteranceMs"] >= 400  # the VAD waited for the silence
+    assert llm.requests[0].json["messages"][-1]["content"] == turn["text"]
+    record = await sync_to_async(TurnRecord.objects.get)(session__workspace=tenant.workspace)
+    assert record.metrics["firstAudioMs"] == metrics["firstAudioMs"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_barge_in_mid_speech_stops_at_once_and_history_keeps_what_was_heard(
+    settings, llm, phrase_16k: bytes  # the voice is loaded before the turn starts
+) -> None:
+    from tests.fakes.openai_server import Delay, Done, Finish, Text
+
+    settings.TTS_PROVIDER = "local"
+    llm.script(
+        Text("The first sentence is short. "),
+        Text("The second sentence comes right after it. "),
+        Delay(5),
+        Text("The third one is never heard."),
+        Finish("stop"),
+        Done(),
+    )
+    llm.script(text_reply("Sure."))
+    tenant = await sync_to_async(make_tenant)("barge@example.com")
+    async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
+        await client.send({"type": "configure", "mode": "voice"})
+        await client.until("ready")
+        await client.send({"type": "text", "text": "tell me three things"})
+        await client.next_audio(timeout=10)  # the agent starts speaking
+        sent_at = time.monotonic()
+        await client.send({"type": "cancel", "playedMs": 300})
+        await client.until("cancelled")
+        elapsed = time.monotonic() - sent_at
+        audio_at_cancel = len(client.audio)
+        assert (await client.next())["type"] == "metrics"  # the cancelled turn's figures
+        assert await client.ws.receive_nothing(timeout=0.3)  # and not one frame more
+        assert len(client.audio) == audio_at_cancel
+        await client.send({"type": "text", "text": "and?"})
+        await client.until("chat")
+    assert elapsed < 0.05
+    assert "chat" not in client.types()[: client.types().index("cancelled")]
+    heard = llm.requests[1].json["messages"][-2]
+    assert heard == {"role": "assistant", "content": "The first sentence is short. [interrupted]"}
