@@ -195,7 +195,12 @@ class LocalSTTStream(STTStream):
         too_long = len(self._utterance) >= self._rules.max_utterance_s * self._rate * 2
         if self._silence_ms >= self._rules.end_silence_ms or too_long:
             self._end_utterance(now)
-        elif self._since_partial_ms >= self._rules.partial_interval_ms and not _DECODER.queued:
+        elif (
+            voiced
+            and self._since_partial_ms >= self._rules.partial_interval_ms
+            and not _DECODER.queued
+        ):
+            # Only mid-speech: a partial decoding at the end of the turn would hold up the final.
             self._since_partial_ms = 0
             self._decode(self._utterance_id, bytes(self._utterance), final=None)
 
