@@ -36,6 +36,9 @@ def _start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
         ({"SESSION_LIMIT_PER_WORKSPACE": "lots"}, "SESSION_LIMIT_PER_WORKSPACE"),
         ({"SECRET_KEY_FILE": "/nonexistent/secret"}, "SECRET_KEY_FILE"),
         ({"SANDBOX_EGRESS_PORTS": "80,https"}, "SANDBOX_EGRESS_PORTS"),
+        ({"STT_PROVIDER": "whisperer"}, "STT_PROVIDER"),
+        ({"TTS_PROVIDER": "orpheuss"}, "TTS_PROVIDER"),
+        ({"BARGE_IN_MIN_WORDS": "-1"}, "BARGE_IN_MIN_WORDS"),
         (
             {
                 "DEBUG": "false",

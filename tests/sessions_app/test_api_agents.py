@@ -60,3 +60,11 @@ def test_same_slug_in_two_workspaces_is_fine(owner_api, outsider_api):
     body = {"name": "A", "slug": "shared"}
     assert owner_api.post("/api/v1/agents", body, format="json").status_code == 201
     assert outsider_api.post("/api/v1/agents", body, format="json").status_code == 201
+
+
+def test_speech_providers_are_checked_by_name(owner_api):
+    body = {"name": "A", "slug": "a", "stt_provider": "assemblyai", "tts_provider": "orpheus"}
+    assert owner_api.post("/api/v1/agents", body, format="json").status_code == 201
+    wrong = owner_api.patch("/api/v1/agents/a", {"tts_provider": "orpheuss"}, format="json")
+    assert wrong.status_code == 400
+    assert "tts_provider" in wrong.json()["error"]["message"]

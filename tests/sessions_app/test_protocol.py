@@ -62,6 +62,8 @@ def test_configure_may_be_empty() -> None:
         ({"type": "cancel"}, protocol.CancelMessage()),
         ({"type": "cancel", "playedMs": 1200}, protocol.CancelMessage(played_ms=1200)),
         ({"type": "reset"}, protocol.ResetMessage()),
+        ({"type": "audio_ready"}, protocol.AudioReadyMessage()),
+        ({"type": "configure", "audioReady": False}, protocol.ConfigureMessage(audio_ready=False)),
         ({"type": "text", "text": "hi"}, protocol.TextMessage(text="hi")),
         (
             {"type": "context", "variables": {"a": "b"}, "text": "note"},
