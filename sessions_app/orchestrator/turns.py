@@ -80,14 +80,14 @@ class Turns(SpeechOutput, ToolCalls):
         try:
             await self._converse(turn)
         except ProviderError as exc:
-            await self._abandon(turn)
             await self.handle_error(exc.code or "llm_failed", str(exc))
+            await self._abandon(turn)  # its metrics are the turn's last event
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log_failure(self.config.session_id, "a turn", exc)
-            await self._abandon(turn)
             await self.handle_error("internal", "internal error")
+            await self._abandon(turn)
         else:
             await self._finish_turn(turn, "completed")
 

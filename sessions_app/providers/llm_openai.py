@@ -61,7 +61,7 @@ _ClientKey = tuple[str, httpx.AsyncBaseTransport | None, asyncio.AbstractEventLo
 _SHARED_CLIENTS: dict[_ClientKey, httpx.AsyncClient] = {}
 
 
-def _shared_client(base_url: str, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+def shared_client(base_url: str, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
     """One pool per base_url and transport, so every session reuses warm connections.
 
     Keyed by event loop too: pooled sockets belong to the loop that opened them, and a
@@ -119,7 +119,7 @@ class OpenAICompatibleLLM(LLM):
         tools: list[ToolSpec],
         model: str | None = None,
     ) -> AsyncIterator[LLMEvent]:
-        client = _shared_client(self.base_url, self._transport)
+        client = shared_client(self.base_url, self._transport)
         try:
             async with client.stream(
                 "POST",

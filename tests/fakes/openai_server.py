@@ -239,7 +239,7 @@ def _flatten(steps: Iterable[StepLike]) -> list[Step]:
     return flat
 
 
-async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
+async def read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
     request_line = await reader.readline()
     if not request_line.strip():
         return None
@@ -504,7 +504,7 @@ class FakeOpenAIServer:
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while (request := await _read_request(reader)) is not None:
+        while (request := await read_request(reader)) is not None:
             self.requests.append(request)
             if request.method != "POST" or not request.path.endswith("/chat/completions"):
                 await send_json(writer, 404, error_body("Unknown path", error_type="not_found"))

@@ -202,7 +202,9 @@ async def test_a_voice_turn_with_the_offline_engines(settings, llm, phrase_16k: 
 
 @pytest.mark.django_db(transaction=True)
 async def test_barge_in_mid_speech_stops_at_once_and_history_keeps_what_was_heard(
-    settings, llm, phrase_16k: bytes  # the voice is loaded before the turn starts
+    settings,
+    llm,
+    phrase_16k: bytes,  # the voice is loaded before the turn starts
 ) -> None:
     from tests.fakes.openai_server import Delay, Done, Finish, Text
 

@@ -1,0 +1,101 @@
+"""OpenAI text-to-speech: ``POST {base_url}/audio/speech`` with ``response_format: "pcm"``.
+
+The body streams back as raw PCM16 little-endian mono at 24 kHz, without a header; each
+chunk is passed on as it arrives. Errors are OpenAI's JSON ``{"error": {"message", "type",
+"code"}}``; the message is shown (cleaned and bounded) except for a rejected key, which
+OpenAI quotes back half-masked. Connections are pooled with the chat adapter's, per base URL
+and event loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+
+from sessions_app.providers.base import TTS, ProviderError
+from sessions_app.providers.llm_openai import shared_client
+from sessions_app.providers.tts_common import (
+    Pcm16Aligner,
+    Vendor,
+    is_blank,
+    require_setting,
+)
+
+OPENAI = Vendor(name="OpenAI", key_setting="OPENAI_API_KEY")
+
+
+class OpenAITTS(TTS):
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str = "https://api.openai.com/v1",
+        model: str = "gpt-4o-mini-tts",
+        default_voice: str = "alloy",
+        timeout_s: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        self._api_key = api_key
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.default_voice = default_voice
+        self.timeout_s = timeout_s
+        self._transport = transport
+        # read is the longest silence tolerated between two chunks of the body.
+        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
+
+    async def synthesize(self, text: str, *, voice: str | None = None) -> AsyncIterator[bytes]:
+        if is_blank(text):
+            return
+        api_key = require_setting(self._api_key, "OPENAI_API_KEY")
+        body = {
+            "model": self.model,
+            "input": text,
+            "voice": (voice or self.default_voice).strip(),
+            "response_format": "pcm",
+        }
+        client = shared_client(self.base_url, self._transport)
+        try:
+            async with client.stream(
+                "POST",
+                f"{self.base_url}/audio/speech",
+                json=body,
+                headers={"Authorization": f"Bearer {api_key}"},
+                timeout=self._timeout,
+            ) as response:
+                if response.status_code >= 300:
+                    detail = _error_detail(await response.aread(), secrets=(api_key, text))
+                    raise OPENAI.status_error(response.status_code, detail)
+                samples = Pcm16Aligner()
+                async for chunk in response.aiter_bytes():
+                    if pcm := samples.feed(chunk):
+                        yield pcm
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc) from None
+
+    def _transport_error(self, exc: httpx.HTTPError) -> ProviderError:
+        if isinstance(exc, httpx.TimeoutException):
+            return OPENAI.timeout_error(self.timeout_s)
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            return OPENAI.error("the OpenAI base URL is not an http(s) URL", retryable=False)
+        if isinstance(exc, httpx.ConnectError):
+            return OPENAI.unreachable_error()
+        if isinstance(exc, httpx.TransportError):
+            return OPENAI.broken_error()
+        return OPENAI.garbage_error("a response that could not be read")
+
+
+def _error_detail(body: bytes, *, secrets: tuple[str, ...]) -> str:
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return ""  # an HTML page from a proxy says nothing useful
+    error = payload.get("error") if isinstance(payload, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error
+    return OPENAI.quote(message, secrets=secrets)
