@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -10,6 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.sync.client import connect
+from websockets.typing import Origin
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +47,25 @@ def test_dev_command_serves_health_and_admin_in_a_fresh_clone(tmp_path, unused_t
         assert login.status_code == 200 and b"Email address" in login.content
         printed = (tmp_path / "dev.log").read_text()
         assert "Publishable key:  pk_" in printed and "Secret key:       sk_" in printed
+        key = re.search(r"Publishable key:\s+(pk_\S+)", printed)
+        assert key is not None
+        _speaks_offline(f"ws://127.0.0.1:{unused_tcp_port}/v1/session?key={key[1]}")
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=20)
+
+
+def _speaks_offline(url: str) -> None:
+    """A voice-mode turn on the embedded defaults: the offline voice answers out loud."""
+    with connect(url, origin=Origin("http://localhost:8000"), open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "configure", "mode": "voice"}))
+        ws.send(json.dumps({"type": "text", "text": "hello"}))
+        audio, events = 0, []
+        while "tts_done" not in events:
+            frame = ws.recv(timeout=60)
+            if isinstance(frame, bytes):
+                audio += len(frame)
+            else:
+                events.append(json.loads(frame)["type"])
+    assert events[0] == "ready" and "chat" in events and "error" not in events
+    assert audio / 48_000 >= 0.5  # seconds of 24 kHz speech
