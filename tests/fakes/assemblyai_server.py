@@ -36,13 +36,14 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+
+from tests.fakes.lifecycle import ServerLifecycle
 
 SPEECH_MODELS = (
     "universal-streaming-english",
@@ -331,7 +332,7 @@ class _Tokens:
         return False
 
 
-class FakeAssemblyAIServer:
+class FakeAssemblyAIServer(ServerLifecycle):
     """Serves ``/v3/token`` and ``/v3/ws`` on 127.0.0.1 and an ephemeral port by default."""
 
     def __init__(self, *, api_key: str = "aai-test-key", host: str = "127.0.0.1") -> None:
@@ -379,18 +380,6 @@ class FakeAssemblyAIServer:
         self._server.close()
         await self._server.wait_closed()
         self._server = None
-
-    async def __aenter__(self) -> FakeAssemblyAIServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # ------------------------------------------------------------ the token endpoint
 

@@ -37,8 +37,9 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from types import TracebackType
 from typing import Any
+
+from tests.fakes.lifecycle import ServerLifecycle
 
 # ---------------------------------------------------------------- steps
 
@@ -425,7 +426,7 @@ async def send_json(writer: asyncio.StreamWriter, status: int, body: Any) -> Non
 # ---------------------------------------------------------------- the server
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(ServerLifecycle):
     """Serves ``POST …/chat/completions`` on 127.0.0.1 and an ephemeral port by default.
 
     With nothing scripted and no ``default``, a request gets an HTTP 500 saying so, which
@@ -471,18 +472,6 @@ class FakeOpenAIServer:
         await asyncio.gather(*self._handlers, return_exceptions=True)
         await self._server.wait_closed()
         self._server = None
-
-    async def __aenter__(self) -> FakeOpenAIServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

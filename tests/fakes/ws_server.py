@@ -26,8 +26,7 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -37,6 +36,7 @@ from websockets.http11 import Request, Response
 
 from sessions_app.providers.base import TTS, ProviderError
 from sessions_app.providers.fake import tone_pcm
+from tests.fakes.lifecycle import ServerLifecycle
 
 SAMPLE_RATE = 24_000
 # What the tests have spoken: it must never surface in an error message or a log line.
@@ -127,7 +127,7 @@ class Connection:
     closed: asyncio.Event = field(default_factory=asyncio.Event)  # the client is gone
 
 
-class FakeWebSocketServer:
+class FakeWebSocketServer(ServerLifecycle):
     """Serves WebSockets on 127.0.0.1 and an ephemeral port; subclasses speak a protocol.
 
     ``reject`` may refuse a handshake with an HTTP status; ``converse`` plays one
@@ -194,18 +194,6 @@ class FakeWebSocketServer:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     def _handshake(self, websocket: ServerConnection, request: Request) -> Response | None:
         refusal = self.reject(request)
