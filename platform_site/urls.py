@@ -13,4 +13,5 @@ urlpatterns = [
     path("api/v1/", include("sessions_app.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("", include("frontend.urls")),
 ]

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.urls import path, re_path
+
+from frontend import views
+
+urlpatterns = [
+    path("client.js", views.entry, {"name": "client.js"}, name="client-js"),
+    path("react.js", views.entry, {"name": "react.js"}, name="react-js"),
+    re_path(
+        r"^lib/(?P<digest>[0-9a-f]{16})/(?P<name>[A-Za-z0-9.-]+)$",
+        views.library_file,
+        name="library-file",
+    ),
+]

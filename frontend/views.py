@@ -1,0 +1,40 @@
+"""The browser library's URLs: ``/client.js``, ``/react.js`` and ``/lib/<digest>/<name>``."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.views.decorators.http import require_safe
+
+from frontend.library import FILE_NAME, library
+
+YEAR_S = 365 * 24 * 3600
+
+
+def _cors(response: HttpResponse) -> HttpResponse:
+    # Any page may import the library as a module (module scripts are fetched with CORS).
+    response["Access-Control-Allow-Origin"] = "*"
+    response["Cross-Origin-Resource-Policy"] = "cross-origin"
+    return response
+
+
+def _redirect(name: str) -> HttpResponse:
+    response = HttpResponseRedirect(f"/lib/{library().digest}/{name}")
+    response["Cache-Control"] = "no-cache"
+    return _cors(response)
+
+
+@require_safe
+def entry(request: HttpRequest, name: str) -> HttpResponse:
+    return _redirect(name)
+
+
+@require_safe
+def library_file(request: HttpRequest, digest: str, name: str) -> HttpResponse:
+    current = library()
+    if not FILE_NAME.match(name) or name not in current.files:
+        raise Http404("no such library file")
+    if digest != current.digest:
+        return _redirect(name)  # an older version: the current one (never a stale mix)
+    response = HttpResponse(current.files[name], content_type=current.content_type(name))
+    response["Cache-Control"] = f"public, max-age={YEAR_S}, immutable"
+    return _cors(response)
