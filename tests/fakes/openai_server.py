@@ -454,6 +454,10 @@ class FakeOpenAIServer(ServerLifecycle):
     def pending_scripts(self) -> int:
         return len(self._scripts)
 
+    def forget_scripts(self) -> None:
+        """Drop responses nobody asked for (a long-lived server shared by several tests)."""
+        self._scripts.clear()
+
     def script(self, *steps: StepLike, envelope: Mapping[str, Any] | None = None) -> None:
         """Queue one response for the next request. Nested lists of steps are flattened into
         this same response, so call ``script`` once per response."""
