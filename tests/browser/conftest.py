@@ -262,14 +262,15 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pages]:
 
 
 @pytest.fixture(scope="session")
-def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def speech_wav(tmp_path_factory: pytest.TempPathFactory, loop_thread: LoopThread) -> Path:
     """The microphone: 1 s of silence, the question in the offline voice, 2 s of silence."""
     from sessions_app.providers.tts_local import LocalTTS
 
     async def speak() -> bytes:
         return b"".join([chunk async for chunk in LocalTTS().synthesize(SPOKEN)])
 
-    pcm = b"\0" * 48_000 + asyncio.run(speak()) + b"\0" * 96_000
+    # (on the fakes' loop: Playwright's sync API keeps a loop running on this thread)
+    pcm = b"\0" * 48_000 + loop_thread.run(speak()) + b"\0" * 96_000
     path = tmp_path_factory.mktemp("mic") / "speech.wav"
     with wave.open(str(path), "wb") as wav:
         wav.setnchannels(1)
