@@ -20,14 +20,20 @@ TIMEOUT_MS = 30_000
 GREET = "function greet() { return 'hi'; }"
 
 
-def build(name: str, platform: Platform, out: Path) -> Path:
-    """``npm ci`` (when needed) and ``vite build`` of examples/NAME for this platform."""
+def installed(name: str) -> tuple[str, Path]:
+    """npm, and examples/NAME with its node_modules (``npm ci`` when missing)."""
     npm = shutil.which("npm")
     if npm is None:
         pytest.fail("npm is needed to build the examples")
     source = ROOT / "examples" / name
     if not (source / "node_modules").is_dir():
         subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=source, check=True, timeout=600)
+    return npm, source
+
+
+def build(name: str, platform: Platform, out: Path) -> Path:
+    """``vite build`` of examples/NAME for this platform."""
+    npm, source = installed(name)
     env = {
         **os.environ,
         "VITE_PLATFORM_URL": platform.url,
@@ -128,3 +134,9 @@ def test_the_voice_ide_edits_monaco_through_client_tools(
     (refused,) = tool_results(llm)[-1:]
     assert refused["ok"] is False and "out of range" in refused["error"]
     assert page.evaluate("window.__ide.getValue()") == after  # nothing changed
+
+
+def test_the_voice_ide_edit_rules_unit_tests() -> None:
+    npm, source = installed("voice-ide")
+    result = subprocess.run([npm, "test"], cwd=source, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
