@@ -99,6 +99,8 @@ class SessionCore:
         self._background: set[asyncio.Task[Any]] = set()
         self._stt_stream: STTStream | None = None
         self._stt_task: asyncio.Task[None] | None = None
+        self._stt_opening = False
+        self._early_audio: list[bytes] = []
         self._audio_refused = False
         self._audio_ready = asyncio.Event()
         if config.audio_ready:

@@ -26,6 +26,7 @@ BACKCHANNEL_WORDS = frozenset(
     "got it cool nice great".split()
 )
 _WORD = re.compile(r"[a-z0-9']+")
+_EARLY_AUDIO_MAX = 500  # frames kept while the recogniser connects (10 s of 20 ms frames)
 
 
 class VoiceSession(Turns):
@@ -101,6 +102,8 @@ class VoiceSession(Turns):
             return
         stream = self._stt_stream
         if stream is None:
+            if self._stt_opening and len(self._early_audio) < _EARLY_AUDIO_MAX:
+                self._early_audio.append(pcm)  # the recogniser is still connecting
             return
         try:
             await stream.push_audio(pcm)
@@ -155,12 +158,19 @@ class VoiceSession(Turns):
     async def _open_stt(self) -> None:
         if self._stt is None:
             return
+        self._stt_opening = True
         try:
-            self._stt_stream = await self._stt.open(sample_rate=protocol.CLIENT_SAMPLE_RATE)
+            stream = await self._stt.open(sample_rate=protocol.CLIENT_SAMPLE_RATE)
         except ProviderError as exc:
             await self.handle_error("stt_failed", str(exc))
             return
-        self._stt_task = self._spawn("speech recognition", self._consume_stt, self._stt_stream)
+        finally:
+            self._stt_opening = False
+        self._stt_stream = stream
+        self._stt_task = self._spawn("speech recognition", self._consume_stt, stream)
+        early, self._early_audio = self._early_audio, []
+        for pcm in early:  # what the microphone sent while the recogniser was connecting
+            await self.push_audio(pcm)
 
     async def _consume_stt(self, stream: STTStream) -> None:
         try:

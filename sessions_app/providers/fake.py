@@ -265,8 +265,10 @@ class FakeSTT(STT):
         silence_ms: float = 500.0,
         partial_every_ms: float = 200.0,
         open_error: ProviderError | None = None,
+        open_delay: float = 0.0,
         **_options: Any,
     ) -> None:
+        self.open_delay = open_delay
         self._texts = itertools.cycle(list(texts) or ["hello"])
         self._current = next(self._texts)
         self.threshold = threshold
@@ -283,6 +285,8 @@ class FakeSTT(STT):
         return text
 
     async def open(self, *, sample_rate: int) -> FakeSTTStream:
+        if self.open_delay:
+            await asyncio.sleep(self.open_delay)  # a provider still connecting
         if self.open_error is not None:
             raise self.open_error
         stream = FakeSTTStream(self, sample_rate)

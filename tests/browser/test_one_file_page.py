@@ -73,6 +73,7 @@ def test_speech_to_a_server_tool_to_speech(
     platform: Platform, llm: ThreadedLLM, weather_api: WeatherApi, pages: Pages, page: Any
 ) -> None:
     store_weather_secret(platform)
+    asked = len(llm.requests)
     llm.script(
         tool_call(0, "call_1", "get_weather", '{"city": "Paris"}'), Finish("tool_calls"), Done()
     )
@@ -90,7 +91,7 @@ def test_speech_to_a_server_tool_to_speech(
     (request,) = [r for r in weather_api.requests if r.target.startswith("/weather")]
     assert request.headers["authorization"] == f"Bearer {WEATHER_TOKEN}"
     assert request.target == "/weather?city=Paris"
-    tool_message = llm.requests[1].json["messages"][-1]
+    tool_message = llm.requests[asked + 1].json["messages"][-1]
     assert tool_message["role"] == "tool" and json.loads(tool_message["content"])["sky"] == "sunny"
     assert WEATHER_TOKEN not in page.content()  # the browser never saw the secret
 

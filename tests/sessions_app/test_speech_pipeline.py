@@ -9,7 +9,7 @@ from collections.abc import Callable
 from sessions_app import protocol
 from sessions_app.orchestrator import INTERRUPTED_MARK, ToolDefinition
 from sessions_app.providers.base import FinalTranscript, PartialTranscript, SpeechStarted
-from sessions_app.providers.fake import Delay, FakeLLM, FakeToolRunner, FakeTTS, tool_call
+from sessions_app.providers.fake import Delay, FakeLLM, FakeSTT, FakeToolRunner, FakeTTS, tool_call
 from tests.sessions_app.harness import Harness, started, until
 
 WEATHER = ToolDefinition(name="get_weather", handler="async () => ({temp: 21})")
@@ -176,3 +176,15 @@ async def test_a_greeting_never_heard_is_dropped_by_the_first_turn(
     assert "cancelled" not in harness.types
     assert harness.tts.requests == [("Sure.", None)]  # the greeting is never spoken late
     assert harness.session.history[0] == {"role": "assistant", "content": "Hello there."}
+
+
+async def test_audio_sent_while_the_recogniser_connects_is_not_lost(
+    make: Callable[..., Harness],
+) -> None:
+    harness = make(mode="voice", stt=FakeSTT(silence_ms=100, open_delay=0.2))
+    starting = asyncio.create_task(harness.session.start())
+    await harness.wait_for("ready")
+    await harness.speak(speech_ms=200, silence_ms=200)  # before the recogniser is open
+    await starting
+    await harness.wait_for("turn")
+    assert harness.of_type("turn")[0]["text"] == "hello"

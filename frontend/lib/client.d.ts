@@ -1,0 +1,192 @@
+// Types for https://PLATFORM/client.js (the voice agent browser library).
+
+/** The conversation's state. "idle" only before `start()`. */
+export type Status =
+  | "idle"
+  | "connecting"
+  | "ready"
+  | "listening"
+  | "thinking"
+  | "speaking"
+  | "stopped"
+  | "error";
+
+/** Tool parameters: simplified (`{city: "string", limit: "number?"}`) or raw JSON Schema. */
+export type ToolParameters = Record<string, unknown>;
+
+/** A tool run on the platform: `handler` is serialised with `toString()` and runs in its sandbox. */
+export interface ServerTool {
+  description?: string;
+  parameters?: ToolParameters;
+  /** `async (args, ctx) => result`; it must not close over page variables. A string is sent as is. */
+  handler: ((args: any, ctx: any) => unknown) | string;
+  /** 100…60000 ms */
+  timeoutMs?: number;
+}
+
+/** A tool run in the page; its result (or thrown error's message) goes back as `tool_result`. */
+export interface ClientTool {
+  description?: string;
+  parameters?: ToolParameters;
+  run(args: any, call: { callId: string; name: string }): unknown | Promise<unknown>;
+  timeoutMs?: number;
+}
+
+export interface BargeInOptions {
+  /** Microphone RMS (0…1) that counts as speech. Default 0.03. */
+  threshold?: number;
+  /** Speech over the agent for this long cancels its reply. Default 250. */
+  minMs?: number;
+}
+
+/** The options of `new AgentSession()` (and of `VoiceAgent.start` without the UI ones). */
+export interface SessionOptions {
+  /** A publishable key, "pk_…". */
+  apiKey: string;
+  /** A saved agent's slug. */
+  agent?: string;
+  instructions?: string;
+  greeting?: string;
+  voice?: string;
+  /** {{name}} values for the instructions and greeting. */
+  variables?: Record<string, string>;
+  /** Default "voice". */
+  mode?: "voice" | "text";
+  tools?: Record<string, ServerTool>;
+  clientTools?: Record<string, ClientTool>;
+  /** Default: the origin the library was loaded from. */
+  platformUrl?: string;
+  /** Client-side barge-in while the agent speaks; default on. */
+  bargeIn?: boolean | BargeInOptions;
+}
+
+export interface VoiceAgentOptions extends SessionOptions {
+  /** Where the default UI is rendered; required unless `ui: false`. */
+  element?: HTMLElement | string; // an element, or a CSS selector for one
+  /** Default true; false: no UI, use `on()` / `getSnapshot()`. */
+  ui?: boolean;
+}
+
+export interface Message {
+  /** Stable within a conversation (a key for lists). */
+  id: number;
+  role: "user" | "assistant";
+  text: string;
+  /** false while the assistant's reply streams. */
+  final: boolean;
+  /** The user cut this reply short (barge-in, cancel, a new turn). */
+  interrupted?: boolean;
+}
+
+export interface AgentError {
+  /** The server's code (`invalid_key`, `stt_failed`, …) or the library's own:
+   *  `microphone_denied`, `microphone_unavailable`, `microphone_insecure`, `audio_unavailable`,
+   *  `connection_lost`, `connection_failed`. */
+  code: string;
+  /** The technical message (may be ""). */
+  message: string;
+  /** Words a person understands; shown by the default UI. */
+  readable: string;
+}
+
+export type ToolStatus = "started" | "called" | "completed" | "failed" | "timed_out" | "cancelled";
+
+export interface ToolEvent {
+  callId: string;
+  name: string;
+  /** "called": the platform asked this page to run a client tool (`arguments` set). */
+  status: ToolStatus;
+  arguments?: Record<string, unknown>;
+}
+
+/** A server event as it arrived (README, "The realtime protocol (v1)"). */
+export interface ServerEvent {
+  type: string;
+  seq: number;
+  ts: number;
+  [field: string]: unknown;
+}
+
+export interface MetricsEvent extends ServerEvent {
+  type: "metrics";
+  turnId: number;
+  source: "speech" | "text";
+  outcome: string;
+  endOfUtteranceMs: number | null;
+  sttFinalMs: number | null;
+  llmFirstTokenMs: number | null;
+  ttsFirstByteMs: number | null;
+  firstAudioMs: number | null;
+  turnMs: number | null;
+  llmRounds: number;
+  tools: { name: string; status: string; ms: number }[];
+}
+
+export interface AgentEvents {
+  status: Status;
+  /** Partial speech (`final: false`); `final: true` when the turn is taken (typed turns too). */
+  transcript: { text: string; final: boolean };
+  /** A new message, or a new version of one (same `id`) while it streams. */
+  message: Message;
+  tool: ToolEvent;
+  metrics: MetricsEvent;
+  error: AgentError;
+  /** Every server JSON event (after de-duplication). */
+  event: ServerEvent;
+  /** A frame reached the playback worklet. */
+  audio: { samples: number };
+  /** The conversation was cleared (`reset()`, or `start()` after `stop()`). */
+  reset: Record<string, never>;
+}
+
+/** What `getSnapshot()` returns; a new object whenever something changed. */
+export interface Snapshot {
+  status: Status;
+  messages: readonly Message[];
+  /** The user's partial speech, "" when none. */
+  transcript: string;
+  /** The latest error (`fatal`: the conversation ended with it), null when none. */
+  error: (AgentError & { fatal: boolean }) | null;
+  microphone: "off" | "pending" | "on" | "denied" | "unavailable";
+}
+
+/** One conversation: the connection, audio, client tools and the state (core.js). */
+export class AgentSession {
+  constructor(options: SessionOptions);
+  readonly status: Status;
+  readonly messages: readonly Message[];
+  readonly mode: "voice" | "text";
+  /** Replace the client tools' implementations while running (the declared names stay). */
+  clientTools: Record<string, ClientTool> | undefined;
+
+  /** Connects in the background (again after `stop()`: a new conversation). */
+  start(): this;
+  /** Closes the socket (1000), stops the microphone, closes the AudioContext. */
+  stop(): void;
+  /** Stops the current reply at once: playback is flushed and `cancel {playedMs}` sent. */
+  cancel(): void;
+  /** Clears the conversation here and on the server. */
+  reset(): void;
+  /** A typed turn (in any mode). */
+  sendText(text: string): void;
+  /** Updates variables (and adds an optional note to the conversation) without a reply. */
+  updateContext(variables?: Record<string, string>, note?: string): void;
+
+  /** Returns the unsubscribe function. */
+  on<K extends keyof AgentEvents>(name: K, listener: (payload: AgentEvents[K]) => void): () => void;
+
+  /** For React's useSyncExternalStore. */
+  subscribe(listener: () => void): () => void;
+  getSnapshot(): Snapshot;
+}
+
+export class VoiceAgent extends AgentSession {
+  /** Starts a conversation; returns at once, connecting happens in the background. */
+  static start(options: VoiceAgentOptions): VoiceAgent;
+}
+
+/** Renders the default UI for `agent` into `container`; returns a function that removes it. */
+export function mountDefaultUI(container: HTMLElement, agent: AgentSession): () => void;
+
+/** The human-readable text for an error code. */
+export function readableError(code: string, message?: string): string;

@@ -1,0 +1,54 @@
+// Error codes, the ones that end a conversation, and words a person understands.
+
+// Close codes 4000-4099 are refusals: the socket is not reopened.
+export const REFUSAL_CLOSE_CODES = {
+  4000: "configure_timeout",
+  4001: "invalid_key",
+  4002: "secret_key_refused",
+  4003: "origin_not_allowed",
+  4004: "agent_not_allowed",
+  4008: "inline_config_refused",
+  4029: "too_many_sessions",
+};
+const RESUME_FAILURES = new Set(["resume_unavailable", "resume_refused"]);
+export const FATAL_ERRORS = new Set([...Object.values(REFUSAL_CLOSE_CODES), "bad_protocol", ...RESUME_FAILURES]);
+
+export const READABLE = {
+  invalid_key: "This page's API key was refused (invalid, revoked or expired).",
+  secret_key_refused: "A secret key (sk_…) cannot be used in a web page; use a publishable key (pk_…).",
+  origin_not_allowed: "This website is not allowed to use this agent (origin not allowed for the key).",
+  agent_not_allowed: "This agent does not exist or is not allowed for this page's API key.",
+  too_many_sessions: "Too many conversations are open right now. Please try again in a minute.",
+  inline_config_refused:
+    "This page's API key only serves saved agents; the page's own agent settings were refused.",
+  configure_timeout: "The voice platform did not receive the session settings in time.",
+  bad_protocol: "This page speaks a protocol the voice platform does not know.",
+  resume_unavailable: "The connection was lost.",
+  resume_refused: "The connection was lost.",
+  connection_lost: "The connection was lost.",
+  connection_failed: "Could not connect to the voice platform. Check the network connection and try again.",
+  microphone_denied:
+    "Microphone access was denied. Allow the microphone in the browser's address bar and try again.",
+  microphone_unavailable: "No microphone could be used. You can type your messages instead.",
+  microphone_insecure: "The microphone needs a secure (https) page. You can type your messages instead.",
+  audio_unavailable: "This browser cannot play the agent's voice; replies are shown as text.",
+  stt_failed: "Speech recognition is not working right now. You can type your messages instead.",
+  tts_failed: "The agent's voice is not working right now; the reply is shown as text.",
+  llm_failed: "The agent could not answer just now. Please try again.",
+  not_voice_mode: "This conversation is in text mode; the microphone is not used.",
+};
+
+/**
+ * Words a person understands for an error code (the server's message as a fallback).
+ * @param {string} code
+ * @param {string} [message]
+ * @returns {string}
+ */
+export function readableError(code, message = "") {
+  if (READABLE[code]) return READABLE[code];
+  return message ? `Something went wrong: ${message}` : "Something went wrong.";
+}
+
+export function errorInfo(code, message = "") {
+  return { code, message, readable: readableError(code, message) };
+}

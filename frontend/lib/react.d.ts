@@ -1,0 +1,65 @@
+// Types for https://PLATFORM/react.js.
+//
+//   import * as React from "react";
+//   import { bindReact } from "https://PLATFORM/react.js";
+//   export const useVoiceAgent = bindReact(React);
+
+import type {
+  AgentError,
+  AgentSession,
+  BargeInOptions,
+  ClientTool,
+  Message,
+  ServerTool,
+  Status,
+} from "./client.js";
+
+export interface VoiceAgentConfig {
+  agent?: string;
+  instructions?: string;
+  greeting?: string;
+  voice?: string;
+  /** Default "voice". */
+  mode?: "voice" | "text";
+  /** Changes are sent as context updates; they do not start a new conversation. */
+  variables?: Record<string, string>;
+}
+
+export interface UseVoiceAgentOptions {
+  /** A publishable key, "pk_…". */
+  apiKey: string;
+  /** A change of config (other than variables), tools, apiKey or platformUrl starts a new conversation. */
+  config?: VoiceAgentConfig;
+  tools?: Record<string, ServerTool>;
+  /** The latest `run` functions are used; changing them does not reconnect. */
+  clientTools?: Record<string, ClientTool>;
+  /** Default: the origin react.js was loaded from. */
+  platformUrl?: string;
+  bargeIn?: boolean | BargeInOptions;
+}
+
+export interface UseVoiceAgentResult {
+  state: Status;
+  messages: readonly Message[];
+  /** The user's partial speech, "" when none. */
+  transcript: string;
+  error: (AgentError & { fatal: boolean }) | null;
+  microphone: "off" | "pending" | "on" | "denied" | "unavailable";
+  cancel(): void;
+  reset(): void;
+  sendText(text: string): void;
+  updateContext(variables?: Record<string, string>, note?: string): void;
+  /** Connects again after `stop()` (a new conversation); mounting already starts one. */
+  start(): void;
+  stop(): void;
+  /** The underlying session, e.g. for `agent.on("metrics", …)`. */
+  agent: AgentSession;
+}
+
+export type UseVoiceAgent = (options: UseVoiceAgentOptions) => UseVoiceAgentResult;
+
+/** Builds the hook on your React (18+, for useSyncExternalStore). */
+export function bindReact(React: unknown): UseVoiceAgent;
+
+/** Works once `bindReact` was called, or when `globalThis.React` exists; throws otherwise. */
+export const useVoiceAgent: UseVoiceAgent;
