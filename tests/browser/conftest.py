@@ -51,10 +51,13 @@ CHROMIUM_ARGS = [
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/browser" in str(item.path):
-            item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.slow)
+    # Playwright's sync API keeps an event loop running on the main thread while it is
+    # open: browser tests go last, and each module closes its browser when done.
+    browser_items = [item for item in items if "tests/browser" in str(item.path)]
+    for item in browser_items:
+        item.add_marker(pytest.mark.browser)
+        item.add_marker(pytest.mark.slow)
+    items[:] = [item for item in items if item not in browser_items] + browser_items
 
 
 def free_port() -> int:
@@ -280,7 +283,7 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory, loop_thread: LoopThread
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def playwright_instance() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         reason = f"{CHROMIUM} is missing (apt-get install chromium)"
@@ -297,7 +300,7 @@ def _ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright_instance: Any, speech_wav: Path) -> Iterator[Any]:
     """Chromium whose microphone says SPOKEN once, with permission granted."""
     browser = playwright_instance.chromium.launch(
@@ -312,7 +315,7 @@ def browser(playwright_instance: Any, speech_wav: Path) -> Iterator[Any]:
     browser.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser_without_microphone(playwright_instance: Any) -> Iterator[Any]:
     """Chromium that denies microphone access (no fake-UI auto-accept)."""
     browser = playwright_instance.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
