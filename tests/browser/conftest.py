@@ -287,7 +287,7 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory, loop_thread: LoopThread
 def playwright_instance() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         reason = f"{CHROMIUM} is missing (apt-get install chromium)"
-        if _ci():
+        if ci():
             pytest.fail(f"{reason}; under CI this must not be skipped", pytrace=False)
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
@@ -296,7 +296,7 @@ def playwright_instance() -> Iterator[Any]:
         yield playwright
 
 
-def _ci() -> bool:
+def ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import Pages, Platform, ThreadedLLM
+from tests.browser.conftest import Pages, Platform, ThreadedLLM, ci
 from tests.fakes.openai_server import Done, Finish, text_reply, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -24,7 +24,10 @@ def installed(name: str) -> tuple[str, Path]:
     """npm, and examples/NAME with its node_modules (``npm ci`` when missing)."""
     npm = shutil.which("npm")
     if npm is None:
-        pytest.fail("npm is needed to build the examples")
+        reason = "npm is needed to build the examples"
+        if ci():
+            pytest.fail(f"{reason}; under CI this must not be skipped", pytrace=False)
+        pytest.skip(reason)
     source = ROOT / "examples" / name
     if not (source / "node_modules").is_dir():
         subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=source, check=True, timeout=600)
