@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from frontend import views
 
@@ -12,4 +12,5 @@ urlpatterns = [
         views.library_file,
         name="library-file",
     ),
+    path("", include("frontend.dashboard.urls")),
 ]

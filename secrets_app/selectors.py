@@ -31,3 +31,12 @@ def workspace_list_for_user(*, user: User) -> QuerySet[Workspace]:
 
 def membership_get(*, user: User, workspace: Workspace) -> Membership | None:
     return Membership.objects.filter(user=user, workspace=workspace).first()
+
+
+def membership_find(*, user: User, workspace_id: int) -> Membership | None:
+    """The user's membership of a workspace, if any (with the workspace loaded)."""
+    return (
+        Membership.objects.select_related("workspace")
+        .filter(user=user, workspace_id=workspace_id)
+        .first()
+    )

@@ -1,0 +1,96 @@
+"""The workspace a dashboard page is about, and who is looking at it.
+
+The workspace comes from the URL (so two tabs can show two workspaces); membership
+is checked on every request and a stranger gets the same 404 as a missing workspace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from secrets_app import selectors
+from secrets_app.models import Membership, Workspace
+
+LAST_WORKSPACE = "dashboard_workspace_id"
+
+# (label, URL name) of the sidebar, in order.
+NAV = (
+    ("Agents", "dashboard:agents"),
+    ("Playground", "dashboard:playground"),
+    ("Sessions", "dashboard:sessions"),
+    ("Secrets", "dashboard:secrets"),
+    ("API keys", "dashboard:keys"),
+    ("Members", "dashboard:members"),
+)
+
+
+@dataclass(frozen=True)
+class Scope:
+    workspace: Workspace
+    membership: Membership
+
+    @property
+    def role(self) -> str:
+        return self.membership.role
+
+    @property
+    def is_owner(self) -> bool:
+        return self.role == Membership.Role.OWNER
+
+    @property
+    def can_manage_keys(self) -> bool:
+        return self.role in (Membership.Role.OWNER, Membership.Role.ADMIN)
+
+    def require_key_manager(self) -> None:
+        if not self.can_manage_keys:
+            raise PermissionDenied("Only owners and admins can manage API keys.")
+
+    def require_owner(self) -> None:
+        if not self.is_owner:
+            raise PermissionDenied("Only owners can manage members.")
+
+
+WorkspaceView = Callable[..., HttpResponse]
+
+
+def workspace_page(view: WorkspaceView) -> Callable[..., HttpResponse]:
+    """Wrap ``view(request, scope, **kwargs)`` so it only runs for members of the workspace."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, workspace_id: int, **kwargs: Any) -> HttpResponse:
+        membership = selectors.membership_find(user=request.user, workspace_id=workspace_id)
+        if membership is None:
+            raise Http404("No such workspace.")
+        request.session[LAST_WORKSPACE] = workspace_id
+        return view(request, Scope(membership.workspace, membership), **kwargs)
+
+    return wrapper
+
+
+def render_page(
+    request: HttpRequest,
+    scope: Scope,
+    template: str,
+    context: dict[str, Any] | None = None,
+    *,
+    section: str,
+    status: int = 200,
+) -> HttpResponse:
+    """Render a workspace page with the layout's context (switcher, sidebar, role)."""
+    page = {
+        "scope": scope,
+        "workspaces": selectors.workspace_list_for_user(user=request.user),  # type: ignore[arg-type]
+        "nav": NAV,
+        "section": section,
+        **(context or {}),
+    }
+    return render(request, template, page, status=status)
