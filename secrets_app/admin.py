@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from secrets_app import services
-from secrets_app.models import ApiKey, Membership, Secret, User, Workspace
+from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
 from secrets_app.validators import clean_hosts, validate_secret_value
 
 
@@ -128,3 +128,30 @@ class SecretAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             obj.pk = saved.pk
         else:
             services.secret_update_hosts(secret=obj, allowed_hosts=hosts)
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["email", "workspace", "role", "invitation_status", "created_at", "expires_at"]
+    list_filter = ["role"]
+    search_fields = ["email", "workspace__name"]
+    fields = [
+        "workspace", "email", "role", "invited_by", "token_hash", "created_at", "expires_at",
+        "accepted_at", "revoked_at",
+    ]  # fmt: skip
+    readonly_fields = fields
+    actions = ["revoke_invitations"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # The link is shown once, to the owner who invites from the dashboard.
+        return False
+
+    @admin.display(description="status")
+    def invitation_status(self, invitation: Invitation) -> str:
+        return invitation.status()
+
+    @admin.action(description="Revoke selected invitations")
+    def revoke_invitations(self, request: HttpRequest, queryset: QuerySet[Invitation]) -> None:
+        for invitation in queryset:
+            services.invitation_revoke(invitation=invitation)
+        self.message_user(request, f"Revoked {queryset.count()} invitation(s).", messages.SUCCESS)

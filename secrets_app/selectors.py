@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
-from secrets_app.models import ApiKey, Membership, Secret, User, Workspace
+from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
 
 
 def api_key_list(*, workspace: Workspace) -> QuerySet[ApiKey]:
@@ -38,5 +39,48 @@ def membership_find(*, user: User, workspace_id: int) -> Membership | None:
     return (
         Membership.objects.select_related("workspace")
         .filter(user=user, workspace_id=workspace_id)
+        .first()
+    )
+
+
+def secret_find(*, workspace: Workspace, name: str) -> Secret | None:
+    return Secret.objects.filter(workspace=workspace, name=name).defer("ciphertext").first()
+
+
+def membership_list(*, workspace: Workspace) -> QuerySet[Membership]:
+    return (
+        Membership.objects.filter(workspace=workspace)
+        .select_related("user")
+        .order_by("created_at", "pk")
+    )
+
+
+def membership_get_by_id(*, workspace: Workspace, membership_id: int) -> Membership:
+    """A membership of this workspace, or Http404 (also for another workspace's)."""
+    return get_object_or_404(
+        Membership.objects.select_related("user", "workspace"),
+        workspace=workspace,
+        pk=membership_id,
+    )
+
+
+def invitation_list_pending(*, workspace: Workspace) -> QuerySet[Invitation]:
+    return Invitation.objects.filter(
+        workspace=workspace,
+        accepted_at__isnull=True,
+        revoked_at__isnull=True,
+        expires_at__gt=timezone.now(),
+    )
+
+
+def invitation_get(*, workspace: Workspace, invitation_id: int) -> Invitation:
+    return get_object_or_404(Invitation, workspace=workspace, pk=invitation_id)
+
+
+def invitation_find(*, token: str) -> Invitation | None:
+    """The invitation a link's token opens, in any state. The token itself is the permission."""
+    return (
+        Invitation.objects.select_related("workspace", "invited_by")
+        .filter(token_hash=Invitation.hash_token(token))
         .first()
     )

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from secrets_app import crypto
-from secrets_app.models import ApiKey, Membership, Secret, User, Workspace
+from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
 from secrets_app.validators import (
     clean_agent_slugs,
     clean_hosts,
@@ -122,6 +123,32 @@ def api_key_update(
         if allow_inline_config is not None:
             key.allow_inline_config = allow_inline_config
     key.save()
+    return key
+
+
+PLAYGROUND_KEY_LABEL = "Dashboard playground"
+
+
+def api_key_for_playground(*, workspace: Workspace, origin: str) -> ApiKey:
+    """The publishable key the dashboard's playground talks with.
+
+    Made on first use, per dashboard origin: it works from that origin only, for saved
+    agents only (no inline config), so it is worthless anywhere else.
+    """
+    origin = clean_origins([origin])[0]
+    candidates = ApiKey.objects.filter(
+        workspace=workspace, kind=ApiKey.Kind.PUBLISHABLE, label=PLAYGROUND_KEY_LABEL
+    )
+    for key in candidates:
+        if key.status() == "active" and key.allowed_origins == [origin]:
+            return key
+    key, _ = api_key_create(
+        workspace=workspace,
+        kind=ApiKey.Kind.PUBLISHABLE,
+        label=PLAYGROUND_KEY_LABEL,
+        allowed_origins=[origin],
+        allow_inline_config=False,
+    )
     return key
 
 
@@ -270,3 +297,137 @@ def secrets_rotate() -> RotationReport:
             secret.save(update_fields=["key_id", "ciphertext"])
             report.rotated += 1
     return report
+
+
+# ---------------------------------------------------------------- members and invitations
+
+INVITATION_TTL = timedelta(days=7)
+INVITATION_TOKEN_LENGTH = 40
+_LAST_OWNER = "A workspace needs an owner: make another member an owner first."
+
+
+@transaction.atomic
+def invitation_create(
+    *, workspace: Workspace, email: str, role: str, invited_by: User | None
+) -> tuple[Invitation, str]:
+    """A new invitation and its token (the link's secret part, never available again).
+
+    A pending invitation to the same address is revoked, so only the newest link works.
+    """
+    email = email.strip().lower()
+    if role not in Membership.Role.values:
+        raise ValidationError({"role": f"{role!r} is not a role"})
+    if Membership.objects.filter(workspace=workspace, user__email__iexact=email).exists():
+        raise ValidationError({"email": f"{email} is already a member of this workspace."})
+    now = timezone.now()
+    Invitation.objects.filter(
+        workspace=workspace,
+        email__iexact=email,
+        accepted_at__isnull=True,
+        revoked_at__isnull=True,
+    ).update(revoked_at=now)
+    token = crypto.random_token(INVITATION_TOKEN_LENGTH)
+    invitation = Invitation.objects.create(
+        workspace=workspace,
+        email=email,
+        role=role,
+        token_hash=Invitation.hash_token(token),
+        invited_by=invited_by,
+        created_at=now,
+        expires_at=now + INVITATION_TTL,
+    )
+    logger.info("invitation created: id=%s workspace=%s", invitation.pk, workspace.pk)
+    return invitation, token
+
+
+def invitation_check(*, invitation: Invitation | None, user: User | None) -> None:
+    """Raise ValidationError, in words for people, if ``user`` may not accept the invitation.
+
+    ``user`` None checks only the invitation itself (for a visitor not logged in yet).
+    """
+    if invitation is None:
+        raise ValidationError("This invitation link is not valid. Check that you copied all of it.")
+    status = invitation.status()
+    if status == "accepted":
+        raise ValidationError("This invitation has already been used.")
+    if status == "revoked":
+        raise ValidationError(
+            "This invitation was withdrawn. Ask the workspace owner for a new one."
+        )
+    if status == "expired":
+        raise ValidationError("This invitation has expired. Ask the workspace owner for a new one.")
+    if user is not None and user.email.lower() != invitation.email.lower():
+        raise ValidationError(
+            f"This invitation is for {invitation.email}, but you are logged in as "
+            f"{user.email}. Log in with the invited address to accept it."
+        )
+
+
+@transaction.atomic
+def invitation_accept(*, token: str, user: User) -> Membership:
+    """Join the invitation's workspace; ValidationError says why not, in words for people."""
+    invitation = (
+        Invitation.objects.select_for_update()
+        .select_related("workspace")
+        .filter(token_hash=Invitation.hash_token(token))
+        .first()
+    )
+    invitation_check(invitation=invitation, user=user)
+    assert invitation is not None  # invitation_check refuses a missing invitation
+    # Someone who is already a member keeps their role: an invitation never demotes.
+    membership, _ = Membership.objects.get_or_create(
+        workspace=invitation.workspace, user=user, defaults={"role": invitation.role}
+    )
+    invitation.accepted_at = timezone.now()
+    invitation.save(update_fields=["accepted_at"])
+    logger.info("invitation accepted: id=%s workspace=%s", invitation.pk, invitation.workspace_id)
+    return membership
+
+
+def invitation_revoke(*, invitation: Invitation) -> Invitation:
+    if invitation.accepted_at is None and invitation.revoked_at is None:
+        invitation.revoked_at = timezone.now()
+        invitation.save(update_fields=["revoked_at"])
+        logger.info(
+            "invitation revoked: id=%s workspace=%s", invitation.pk, invitation.workspace_id
+        )
+    return invitation
+
+
+def _refuse_losing_last_owner(membership: Membership) -> None:
+    """Called inside a transaction; locks the owners so two demotions cannot race."""
+    if membership.role != Membership.Role.OWNER:
+        return
+    owners = list(
+        Membership.objects.select_for_update()
+        .filter(workspace_id=membership.workspace_id, role=Membership.Role.OWNER)
+        .values_list("pk", flat=True)
+    )
+    if owners == [membership.pk]:
+        raise ValidationError(_LAST_OWNER)
+
+
+@transaction.atomic
+def membership_set_role(*, membership: Membership, role: str) -> Membership:
+    if role not in Membership.Role.values:
+        raise ValidationError(f"{role!r} is not a role")
+    current = Membership.objects.select_for_update().get(
+        pk=membership.pk, workspace_id=membership.workspace_id
+    )
+    if role != Membership.Role.OWNER:
+        _refuse_losing_last_owner(current)
+    current.role = role
+    current.save(update_fields=["role"])
+    membership.role = role
+    logger.info("membership role set: id=%s workspace=%s", membership.pk, membership.workspace_id)
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership) -> None:
+    current = Membership.objects.select_for_update().get(
+        pk=membership.pk, workspace_id=membership.workspace_id
+    )
+    _refuse_losing_last_owner(current)
+    current.delete()
+    logger.info("membership removed: id=%s workspace=%s", membership.pk, membership.workspace_id)

@@ -1,22 +1,219 @@
-"""PLACEHOLDER: replaced by the room's real pages."""
+"""API keys: list, create, roll, revoke.
+
+A secret key's plaintext exists only in the response to the POST that made it: it is
+rendered there (never stored, never put in the session or a redirect) with no-store.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.urls import path
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
 
 from frontend.dashboard.scope import Scope, render_page, workspace_page
+from secrets_app import selectors, services
+from secrets_app.models import ApiKey
+from secrets_app.validators import clean_origins
+from sessions_app.selectors import agent_list
+
+SECTION = "dashboard:keys"
+
+GRACE_CHOICES = (
+    ("0", "No time: it stops working now"),
+    ("3600", "1 hour"),
+    ("86400", "24 hours"),
+    ("604800", "7 days"),
+)
+
+
+def lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def readable(error: ValidationError) -> list[str]:
+    """Validator messages as sentences a person can act on."""
+    return [message[:1].upper() + message[1:] for message in error.messages]
+
+
+class KeyForm(forms.Form):
+    kind = forms.ChoiceField(
+        choices=(
+            (ApiKey.Kind.PUBLISHABLE, "Publishable (pk_…): for web pages, safe to publish"),
+            (ApiKey.Kind.SECRET, "Secret (sk_…): for your servers and the REST API only"),
+        ),
+        initial=ApiKey.Kind.PUBLISHABLE,
+        widget=forms.RadioSelect,
+    )
+    label = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="Where the key is used, so you recognise it later (e.g. “shop website”).",
+    )
+    allowed_origins = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "https://shop.example.com"}),
+        help_text=(
+            "One origin per line, like https://shop.example.com. The browser sends the "
+            "origin of the page that opens the session, and it must be listed here. "
+            "Empty: only local development pages (http://localhost) may use the key."
+        ),
+    )
+    allowed_agents = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None checked: the key works with every agent of this workspace.",
+    )
+    allow_inline_config = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Allow inline config",
+        help_text=(
+            "Pages may send their own instructions and tool code. Turn off to allow only "
+            "saved agents."
+        ),
+    )
+
+    def __init__(self, *args: Any, agents: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["allowed_agents"].choices = agents
+        if not agents:
+            self.fields[
+                "allowed_agents"
+            ].help_text = (
+                "This workspace has no saved agents yet; the key will work with every agent."
+            )
+
+    def clean_allowed_origins(self) -> list[str]:
+        try:
+            return clean_origins(lines(self.cleaned_data["allowed_origins"]))
+        except ValidationError as error:
+            raise ValidationError(readable(error)) from None
+
+
+class RollForm(forms.Form):
+    grace = forms.ChoiceField(
+        choices=GRACE_CHOICES,
+        initial="86400",
+        widget=forms.RadioSelect,
+        label="The old key keeps working for",
+        help_text="Time to deploy the new key. Choose “no time” if the old key leaked.",
+    )
+
+
+def _agent_choices(scope: Scope) -> list[tuple[str, str]]:
+    return [
+        (agent.slug, f"{agent.name} ({agent.slug})")
+        for agent in agent_list(workspace=scope.workspace)
+    ]
+
+
+def _grace_end(old: ApiKey | None) -> datetime | None:
+    if old is None or old.status() != "active":
+        return None
+    return old.expires_at
+
+
+def _show_once(
+    request: HttpRequest, scope: Scope, key: ApiKey, plaintext: str, *, rolled: bool
+) -> HttpResponse:
+    response = render_page(
+        request,
+        scope,
+        "dashboard/keys_created.html",
+        {
+            "key": key,
+            "plaintext": plaintext,
+            "rolled": rolled,
+            "old_works_until": _grace_end(key.rolled_from),
+        },
+        section=SECTION,
+    )
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @workspace_page
 def index(request: HttpRequest, scope: Scope) -> HttpResponse:
-    return render_page(
-        request,
-        scope,
-        "dashboard/placeholder.html",
-        {"title": "API keys"},
-        section="dashboard:keys",
-    )
+    now = timezone.now()
+    rows = [
+        {"key": key, "status": key.status(now)}
+        for key in selectors.api_key_list(workspace=scope.workspace)
+    ]
+    return render_page(request, scope, "dashboard/keys.html", {"rows": rows}, section=SECTION)
 
 
-urlpatterns = [path("keys/", index, name="keys")]
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def create(request: HttpRequest, scope: Scope) -> HttpResponse:
+    scope.require_key_manager()
+    form = KeyForm(request.POST or None, agents=_agent_choices(scope))
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        key, plaintext = services.api_key_create(
+            workspace=scope.workspace,
+            kind=data["kind"],
+            label=data["label"].strip(),
+            allowed_origins=data["allowed_origins"],
+            allowed_agents=data["allowed_agents"],
+            allow_inline_config=data["allow_inline_config"],
+        )
+        if key.kind == ApiKey.Kind.SECRET:
+            return _show_once(request, scope, key, plaintext, rolled=False)
+        messages.success(request, f"Publishable key {key.display} created.")
+        return redirect("dashboard:keys", scope.workspace.pk)
+    return render_page(request, scope, "dashboard/keys_new.html", {"form": form}, section=SECTION)
+
+
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def roll(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
+    scope.require_key_manager()
+    key = selectors.api_key_get(workspace=scope.workspace, key_id=key_id)
+    if key.status() != "active":
+        messages.error(
+            request, f"Key {key.display} is {key.status()}; only active keys can be rolled."
+        )
+        return redirect("dashboard:keys", scope.workspace.pk)
+    form = RollForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        grace = int(form.cleaned_data["grace"])
+        expires_at = timezone.now() + timedelta(seconds=grace) if grace else None
+        try:
+            new_key, plaintext = services.api_key_roll(key=key, expires_at=expires_at)
+        except services.KeyRejected as rejected:
+            messages.error(request, f"Key {key.display} cannot be rolled: {rejected.reason}.")
+            return redirect("dashboard:keys", scope.workspace.pk)
+        if new_key.kind == ApiKey.Kind.SECRET:
+            return _show_once(request, scope, new_key, plaintext, rolled=True)
+        messages.success(request, f"Key {key.display} rolled; the new key is {new_key.display}.")
+        return redirect("dashboard:keys", scope.workspace.pk)
+    context = {"key": key, "form": form}
+    return render_page(request, scope, "dashboard/keys_roll.html", context, section=SECTION)
+
+
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def revoke(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
+    scope.require_key_manager()
+    key = selectors.api_key_get(workspace=scope.workspace, key_id=key_id)
+    if request.method == "POST":
+        services.api_key_revoke(key=key)
+        messages.success(request, f"Key {key.display} revoked. Requests using it are refused.")
+        return redirect("dashboard:keys", scope.workspace.pk)
+    return render_page(request, scope, "dashboard/keys_revoke.html", {"key": key}, section=SECTION)
+
+
+urlpatterns = [
+    path("keys/", index, name="keys"),
+    path("keys/new/", create, name="key-new"),
+    path("keys/<int:key_id>/roll/", roll, name="key-roll"),
+    path("keys/<int:key_id>/revoke/", revoke, name="key-revoke"),
+]

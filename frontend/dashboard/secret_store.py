@@ -1,22 +1,180 @@
-"""PLACEHOLDER: replaced by the room's real pages."""
+"""Secrets: list, create, replace, change hosts, delete. Any member may manage them.
+
+A value goes in and never comes out: the value inputs never render what was typed (not
+even after an error), error reports mask it, and messages name only the secret.
+"""
 
 from __future__ import annotations
 
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.urls import path
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_http_methods
 
+from frontend.dashboard.keys import lines, readable
 from frontend.dashboard.scope import Scope, render_page, workspace_page
+from secrets_app import selectors, services
+from secrets_app.validators import clean_hosts, validate_secret_name, validate_secret_value
+
+SECTION = "dashboard:secrets"
+
+
+def _value_field() -> forms.CharField:
+    return forms.CharField(
+        strip=False,
+        # render_value=False: a value typed into a form that failed is not sent back.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only: after saving, nobody can read it here, not even you.",
+    )
+
+
+def _hosts_field() -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        label="Allowed hosts",
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "api.stripe.com"}),
+        help_text=(
+            "One host per line, like api.stripe.com or *.example.com. Tool code may send "
+            "the value only to these hosts; empty means it is never sent anywhere."
+        ),
+    )
+
+
+class HostsForm(forms.Form):
+    allowed_hosts = _hosts_field()
+
+    def clean_allowed_hosts(self) -> list[str]:
+        try:
+            return clean_hosts(lines(self.cleaned_data["allowed_hosts"]))
+        except ValidationError as error:
+            raise ValidationError(readable(error)) from None
+
+
+class ReplaceForm(HostsForm):
+    value = _value_field()
+
+    field_order = ["value", "allowed_hosts"]
+
+    def clean_value(self) -> str:
+        value: str = self.cleaned_data["value"]
+        try:
+            validate_secret_value(value)
+        except ValidationError as error:
+            raise ValidationError([f"The value {m}." for m in error.messages]) from None
+        return value
+
+
+class CreateForm(ReplaceForm):
+    name = forms.CharField(
+        max_length=64,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": "STRIPE_KEY"}),
+        help_text="Capitals, digits and _, starting with a letter. Tool code reads it as "
+        "<code>ctx.secrets.NAME</code>.",
+    )
+
+    field_order = ["name", "value", "allowed_hosts"]
+
+    def __init__(self, *args: object, scope: Scope, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.scope = scope
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"].strip()
+        try:
+            validate_secret_name(name)
+        except ValidationError as error:
+            raise ValidationError([f"The name {m}." for m in error.messages]) from None
+        if selectors.secret_find(workspace=self.scope.workspace, name=name) is not None:
+            raise ValidationError(f"A secret named {name} exists. Replace it from the list.")
+        return name
 
 
 @workspace_page
 def index(request: HttpRequest, scope: Scope) -> HttpResponse:
+    secrets = selectors.secret_list(workspace=scope.workspace)
     return render_page(
-        request,
-        scope,
-        "dashboard/placeholder.html",
-        {"title": "Secrets"},
-        section="dashboard:secrets",
+        request, scope, "dashboard/secrets.html", {"secrets": secrets}, section=SECTION
     )
 
 
-urlpatterns = [path("secrets/", index, name="secrets")]
+@sensitive_post_parameters("value")
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def create(request: HttpRequest, scope: Scope) -> HttpResponse:
+    form = CreateForm(request.POST or None, scope=scope)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        secret, _ = services.secret_set(
+            workspace=scope.workspace,
+            name=data["name"],
+            value=data["value"],
+            allowed_hosts=data["allowed_hosts"],
+        )
+        messages.success(request, f"Secret {secret.name} saved.")
+        return redirect("dashboard:secrets", scope.workspace.pk)
+    return render_page(
+        request, scope, "dashboard/secrets_new.html", {"form": form}, section=SECTION
+    )
+
+
+@sensitive_post_parameters("value")
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def replace(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
+    secret = selectors.secret_get(workspace=scope.workspace, name=name)
+    initial = {"allowed_hosts": "\n".join(secret.allowed_hosts)}
+    form = ReplaceForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        services.secret_set(
+            workspace=scope.workspace,
+            name=secret.name,
+            value=form.cleaned_data["value"],
+            allowed_hosts=form.cleaned_data["allowed_hosts"],
+        )
+        messages.success(request, f"Secret {secret.name} replaced.")
+        return redirect("dashboard:secrets", scope.workspace.pk)
+    context = {"secret": secret, "form": form}
+    return render_page(request, scope, "dashboard/secrets_replace.html", context, section=SECTION)
+
+
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def hosts(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
+    secret = selectors.secret_get(workspace=scope.workspace, name=name)
+    initial = {"allowed_hosts": "\n".join(secret.allowed_hosts)}
+    form = HostsForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        services.secret_update_hosts(
+            secret=secret, allowed_hosts=form.cleaned_data["allowed_hosts"]
+        )
+        messages.success(
+            request, f"Allowed hosts of {secret.name} updated; its value is unchanged."
+        )
+        return redirect("dashboard:secrets", scope.workspace.pk)
+    context = {"secret": secret, "form": form}
+    return render_page(request, scope, "dashboard/secrets_hosts.html", context, section=SECTION)
+
+
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def delete(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
+    secret = selectors.secret_get(workspace=scope.workspace, name=name)
+    if request.method == "POST":
+        services.secret_delete(secret=secret)
+        messages.success(request, f"Secret {secret.name} deleted.")
+        return redirect("dashboard:secrets", scope.workspace.pk)
+    context = {"secret": secret}
+    return render_page(request, scope, "dashboard/secrets_delete.html", context, section=SECTION)
+
+
+urlpatterns = [
+    path("secrets/", index, name="secrets"),
+    path("secrets/new/", create, name="secret-new"),
+    path("secrets/<str:name>/", replace, name="secret-replace"),
+    path("secrets/<str:name>/hosts/", hosts, name="secret-hosts"),
+    path("secrets/<str:name>/delete/", delete, name="secret-delete"),
+]
