@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 
-from sessions_app.models import Agent, Session, TranscriptEntry
+from sessions_app.models import Agent, Session, ToolCallRecord, TranscriptEntry
 from sessions_app.services import agent_tools_clean
 
 
@@ -40,10 +40,27 @@ class TranscriptInline(admin.TabularInline):  # type: ignore[type-arg]
         return False
 
 
+class ToolCallInline(admin.TabularInline):  # type: ignore[type-arg]
+    """Read-only: a record of what happened (texts already scrubbed of secret values)."""
+
+    model = ToolCallRecord
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = [
+        "name", "status", "duration_ms", "arguments", "result", "error", "call_id", "created_at",
+    ]  # fmt: skip
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["public_id", "workspace", "agent", "mode", "started_at", "ended_at"]
     list_filter = ["mode"]
     search_fields = ["public_id", "workspace__name"]
     readonly_fields = [f.name for f in Session._meta.fields]
-    inlines = [TranscriptInline]
+    inlines = [TranscriptInline, ToolCallInline]

@@ -110,9 +110,29 @@ def _snake(name: str) -> str:
     return _CAMEL.sub(lambda match: "_" + match[0].lower(), name)
 
 
+def _snake_keys(value: Any) -> Any:
+    """The metrics event's keys in the API's spelling, nested ones too (``timeline``)."""
+    if isinstance(value, dict):
+        return {_snake(key): _snake_keys(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_snake_keys(item) for item in value]
+    return value
+
+
 class TranscriptOutput(serializers.Serializer):  # type: ignore[type-arg]
     role = serializers.CharField()
     text = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ToolCallOutput(serializers.Serializer):  # type: ignore[type-arg]
+    call_id = serializers.CharField()
+    name = serializers.CharField()
+    arguments = serializers.JSONField()
+    status = serializers.CharField()
+    result = serializers.CharField()
+    error = serializers.CharField()
+    duration_ms = serializers.FloatField(allow_null=True)
     created_at = serializers.DateTimeField()
 
 
@@ -131,16 +151,15 @@ class SessionOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
 class SessionDetailOutput(SessionOutput):
     transcript = TranscriptOutput(many=True)
     turns = serializers.SerializerMethodField()
+    tool_calls = ToolCallOutput(many=True)
 
     class Meta(SessionOutput.Meta):
-        fields = [*SessionOutput.Meta.fields, "transcript", "turns"]
+        fields = [*SessionOutput.Meta.fields, "transcript", "turns", "tool_calls"]
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_turns(self, session: Session) -> list[dict[str, Any]]:
         """Per-turn latency figures (milliseconds; null where a stage did not happen)."""
-        return [
-            {_snake(key): value for key, value in t.metrics.items()} for t in session.turns.all()
-        ]
+        return [_snake_keys(t.metrics) for t in session.turns.all()]
 
 
 class SessionPagination(CursorPagination):

@@ -154,6 +154,7 @@ class Connection:
             tts=plan.tts,
             tool_runner=plan.tool_runner,
             emit=self._emit,
+            on_tool_settled=self._recorder.tool_settled,
             send_audio=self._send_bytes,
             first_seq=self._pre_seq,
         )

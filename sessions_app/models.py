@@ -100,3 +100,29 @@ class TurnRecord(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.turn_id}"
+
+
+class ToolCallRecord(models.Model):
+    """One tool call of a session, once it settled; texts scrubbed of the workspace's secrets."""
+
+    class Status(models.TextChoices):
+        COMPLETED = "completed"
+        FAILED = "failed"
+        TIMED_OUT = "timed_out", "timed out"
+        CANCELLED = "cancelled"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls")
+    call_id = models.CharField(max_length=100)
+    name = models.CharField(max_length=100)
+    arguments = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices)
+    result = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"

@@ -13,9 +13,10 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from sessions_app import services
+from sessions_app import selectors, services
 from sessions_app.access import Access
 from sessions_app.models import Agent, Session
+from sessions_app.orchestrator.config import SettledToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,39 @@ class SessionRecorder:
             self._write(lambda: services.session_record_turn(session=session, metrics=metrics))
         elif kind == "tool_status" and event.get("status") in _TERMINAL_TOOL_STATUSES:
             self._write(lambda: services.session_record_count(session=session, tool_calls=1))
+
+    def tool_settled(self, call: SettledToolCall) -> None:
+        """The session's ``on_tool_settled``: keep the call (scrubbed when written)."""
+        session = self._session
+        if session is None:
+            return
+        self._write(
+            lambda: services.session_record_tool_call(
+                session=session,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                status=call.status,
+                result=call.result,
+                error=call.error,
+                duration_ms=call.duration_ms,
+            )
+        )
+
+    async def resume(self, *, session_id: str, workspace_id: int) -> None:
+        """Go on with the record of a session resumed from another process."""
+        self._session = await database_sync_to_async(selectors.session_record_find)(
+            workspace_id=workspace_id, session_id=session_id
+        )
+        if self._session is not None:
+            self._task = asyncio.create_task(self._write_loop())
+
+    async def pause(self) -> None:
+        """Write what is queued, then stop, leaving the record open: the session moved on."""
+        if self._task is not None:
+            self._queue.put_nowait(None)
+            await self._task
+        self._session, self._task = None, None
 
     async def finish(self, close_code: int | None) -> None:
         session = self._session

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -14,8 +15,14 @@ from pydantic import ValidationError as PydanticError
 
 from secrets_app.models import ApiKey, Workspace
 from sessions_app import protocol
-from sessions_app.models import Agent, Session, TranscriptEntry, TurnRecord
+from sessions_app.models import Agent, Session, ToolCallRecord, TranscriptEntry, TurnRecord
+from tools_app.egress import SecretBinding
+from tools_app.sandbox import check_syntax
 from tools_app.schema import SchemaError, to_json_schema
+from tools_app.services import scrub, secret_bindings
+
+TOOL_TEXT_MAX_BYTES = 4096  # per stored argument/result/error text
+_TRUNCATED = " … [truncated]"
 
 AGENT_FIELDS = (
     "name", "slug", "instructions", "greeting", "voice", "mode",
@@ -41,6 +48,11 @@ def _declared_tools(tools: list[Any]) -> list[protocol.ToolDeclaration]:
             to_json_schema(tool.parameters)
         except SchemaError as exc:
             raise ValidationError(f"tools[{index}].{exc}") from None
+        # Refused here, not at the first call: a broken handler would only surface as
+        # a failed tool call in the middle of a conversation. About 6 ms per handler.
+        syntax_error = None if tool.handler is None else check_syntax(tool.handler)
+        if syntax_error is not None:
+            raise ValidationError(f"tools[{index}].handler: {syntax_error}")
     return declared
 
 
@@ -139,6 +151,57 @@ def session_record_tool_log(
             role=TranscriptEntry.Role.TOOL,
             text=f"{tool_name} console:\n{console.rstrip()}",
         )
+
+
+def session_record_tool_call(
+    *, session: Session, call_id: str, name: str, arguments: Any, status: str,
+    result: str | None, error: str | None, duration_ms: float | None,
+) -> ToolCallRecord:  # fmt: skip
+    """Keep a settled tool call, with every spelling of the workspace's secret values masked.
+
+    Server tool results come scrubbed from the sandbox already; arguments (written by the
+    model) and client tool results (sent by the browser) do not.
+    """
+    bindings = secret_bindings(workspace_id=session.workspace_id)
+    return ToolCallRecord.objects.create(
+        session=session,
+        call_id=call_id[:100],
+        name=name[:100],
+        arguments=_stored_arguments(arguments, bindings),
+        status=status,
+        result=_stored_text(result, bindings),
+        error=_stored_text(error, bindings),
+        duration_ms=None if duration_ms is None else round(duration_ms, 1),
+    )
+
+
+def _stored_text(text: str | None, bindings: list[SecretBinding]) -> str:
+    # Scrub before capping: a cut could leave a secret's prefix no pattern would match.
+    return _capped(scrub(text, bindings) or "")
+
+
+def _stored_arguments(arguments: Any, bindings: list[SecretBinding]) -> Any:
+    """JSON arguments stay JSON; text that never parsed (or got too long) is kept as text."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return _stored_text(arguments, bindings)
+    text = scrub(json.dumps(arguments, ensure_ascii=False), bindings) or "null"
+    if len(text.encode()) <= TOOL_TEXT_MAX_BYTES:
+        try:
+            return json.loads(text)
+        except ValueError:  # a mask landed somewhere JSON cannot take it: keep the text
+            pass
+    return _capped(text)
+
+
+def _capped(text: str) -> str:
+    encoded = text.encode()
+    if len(encoded) <= TOOL_TEXT_MAX_BYTES:
+        return text
+    room = TOOL_TEXT_MAX_BYTES - len(_TRUNCATED.encode())
+    return encoded[:room].decode(errors="ignore") + _TRUNCATED
 
 
 def session_record_end(*, session: Session, close_code: int | None) -> None:

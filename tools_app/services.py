@@ -50,6 +50,11 @@ def _bindings(workspace_id: int) -> list[egress.SecretBinding]:
     ]
 
 
+def secret_bindings(*, workspace_id: int) -> list[egress.SecretBinding]:
+    """The workspace's secrets as ``scrub`` takes them, for records kept outside the sandbox."""
+    return _bindings(workspace_id)
+
+
 def scrub(text: str | None, bindings: list[egress.SecretBinding]) -> str | None:
     """Replace every secret value (in any encoding the proxy knows) with a marker."""
     return egress.mask_secret_values(text, bindings) if text else text

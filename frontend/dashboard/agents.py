@@ -1,22 +1,114 @@
-"""PLACEHOLDER: replaced by the room's real pages."""
+"""Agents: the list, the template gallery, the editor (new and edit) and delete.
+
+Any member of the workspace may edit agents. A handler saved here is pinned (its hash
+is stored by the service), which is what lets it see real secret values.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.urls import path
+from django.views.decorators.http import require_http_methods
 
+from frontend.dashboard.agent_forms import AgentEditor
+from frontend.dashboard.agent_templates import TEMPLATES, AgentTemplate
 from frontend.dashboard.scope import Scope, render_page, workspace_page
+from sessions_app import selectors, services
+from sessions_app.models import Agent
+
+SECTION = "dashboard:agents"
 
 
 @workspace_page
 def index(request: HttpRequest, scope: Scope) -> HttpResponse:
-    return render_page(
-        request,
-        scope,
-        "dashboard/placeholder.html",
-        {"title": "Agents"},
-        section="dashboard:agents",
-    )
+    agents = selectors.agent_list(workspace=scope.workspace)
+    return render_page(request, scope, "dashboard/agents.html", {"agents": agents}, section=SECTION)
 
 
-urlpatterns = [path("agents/", index, name="agents")]
+@workspace_page
+def gallery(request: HttpRequest, scope: Scope) -> HttpResponse:
+    context = {"templates": list(TEMPLATES.values())}
+    return render_page(request, scope, "dashboard/agent_templates.html", context, section=SECTION)
+
+
+def _template(request: HttpRequest) -> AgentTemplate | None:
+    template_id = request.GET.get("template")
+    if not template_id:
+        return None
+    if template_id not in TEMPLATES:
+        raise Http404("No such template.")
+    return TEMPLATES[template_id]
+
+
+def _editor_page(
+    request: HttpRequest,
+    scope: Scope,
+    editor: AgentEditor,
+    *,
+    agent: Agent | None = None,
+    template: AgentTemplate | None = None,
+) -> HttpResponse:
+    context = {"editor": editor, "agent": agent, "template": template}
+    return render_page(request, scope, "dashboard/agent_form.html", context, section=SECTION)
+
+
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def create(request: HttpRequest, scope: Scope) -> HttpResponse:
+    template = _template(request)
+    editor = AgentEditor(request.POST or None, template=template)
+    if request.method == "POST" and editor.is_valid():
+        try:
+            agent = services.agent_create(
+                workspace=scope.workspace, tools=editor.tool_list(), **editor.agent_fields()
+            )
+        except ValidationError as error:
+            editor.add_service_error(error)
+        else:
+            messages.success(request, f"Agent “{agent.name}” created.")
+            return redirect("dashboard:agent-edit", scope.workspace.pk, agent.slug)
+    return _editor_page(request, scope, editor, template=template)
+
+
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def edit(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
+    agent = selectors.agent_get(workspace=scope.workspace, slug=slug)
+    editor = AgentEditor(request.POST or None, agent=agent)
+    if request.method == "POST" and editor.is_valid():
+        try:
+            agent = services.agent_update(
+                agent=agent, tools=editor.tool_list(), **editor.agent_fields()
+            )
+        except ValidationError as error:
+            editor.add_service_error(error)
+            # The refused update changed the instance in memory; show the saved one.
+            agent = selectors.agent_get(workspace=scope.workspace, slug=slug)
+        else:
+            messages.success(request, f"Agent “{agent.name}” saved.")
+            return redirect("dashboard:agent-edit", scope.workspace.pk, agent.slug)
+    return _editor_page(request, scope, editor, agent=agent)
+
+
+@workspace_page
+@require_http_methods(["GET", "POST"])
+def delete(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
+    agent = selectors.agent_get(workspace=scope.workspace, slug=slug)
+    if request.method == "POST":
+        services.agent_delete(agent=agent)
+        messages.success(request, f"Agent “{agent.name}” deleted.")
+        return redirect(SECTION, scope.workspace.pk)
+    context = {"agent": agent}
+    return render_page(request, scope, "dashboard/agent_delete.html", context, section=SECTION)
+
+
+urlpatterns = [
+    path("agents/", index, name="agents"),
+    path("agents/templates/", gallery, name="agent-templates"),
+    path("agents/new/", create, name="agent-new"),
+    path("agents/<slug:slug>/", edit, name="agent-edit"),
+    path("agents/<slug:slug>/delete/", delete, name="agent-delete"),
+]

@@ -1,22 +1,238 @@
-"""PLACEHOLDER: replaced by the room's real pages."""
+"""The Sessions room: the workspace's sessions, filtered and paged, and one in detail.
+
+The detail page shows what the session recorded: its transcript, its tool calls and, per
+turn, a latency waterfall drawn as inline SVG from ``waterfall.py``'s geometry.
+"""
 
 from __future__ import annotations
 
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
+from django.utils import timezone
 
 from frontend.dashboard.scope import Scope, render_page, workspace_page
+from frontend.dashboard.waterfall import Waterfall, format_ms, waterfall_for
+from sessions_app import access, selectors
+from sessions_app.models import Agent, Session, ToolCallRecord, TurnRecord
+
+PAGE_SIZE = 50
+STARTED_WITHIN = {
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+CLOSE_REASONS = {
+    1000: "Ended",
+    1001: "Page closed",
+    1005: "Ended",
+    1006: "Connection lost",
+    1011: "Server error",
+    1012: "Server restarting",
+    access.CLOSE_NO_CONFIGURE: "No configure sent",
+    access.CLOSE_BAD_KEY: "Invalid key",
+    access.CLOSE_SECRET_KEY: "Secret key refused",
+    access.CLOSE_ORIGIN: "Origin not allowed",
+    access.CLOSE_AGENT: "Agent not allowed",
+    access.CLOSE_INLINE_REFUSED: "Inline config refused",
+    access.CLOSE_TOO_MANY: "Too many sessions",
+}
+TOOL_STATUS_BADGES = {
+    "completed": "green",
+    "failed": "red",
+    "timed_out": "amber",
+    "cancelled": "gray",
+}
+
+
+def close_reason(session: Session) -> tuple[str, str]:
+    """(human words, badge colour) for how the session ended, or that it is live."""
+    if session.ended_at is None:
+        return "Live", "green"
+    code = session.close_code
+    if code is None or code in selectors.NORMAL_CLOSE_CODES:
+        return CLOSE_REASONS.get(code or 1000, "Ended"), "gray"
+    return CLOSE_REASONS.get(code, f"Closed with code {code}"), "red"
+
+
+def format_duration(elapsed: timedelta) -> str:
+    seconds = max(0, round(elapsed.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def agent_label(session: Session) -> str:
+    return session.agent.name if session.agent is not None else "inline config"
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session: Session
+    agent: str
+    duration: str  # "live" while it runs
+    reason: str
+    badge: str
+
+    @classmethod
+    def of(cls, session: Session) -> SessionRow:
+        reason, badge = close_reason(session)
+        ended = session.ended_at
+        duration = "live" if ended is None else format_duration(ended - session.started_at)
+        return cls(session, agent_label(session), duration, reason, badge)
+
+
+# ---------------------------------------------------------------- the list
+
+
+class SessionFilterForm(forms.Form):
+    agent = forms.ChoiceField(required=False)
+    status = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "Any status"),
+            ("live", "Live"),
+            ("ended", "Ended normally"),
+            ("failed", "Refused or error"),
+        ],
+    )
+    started = forms.ChoiceField(
+        required=False,
+        label="Started within",
+        choices=[
+            ("", "All time"),
+            ("24h", "Last 24 hours"),
+            ("7d", "Last 7 days"),
+            ("30d", "Last 30 days"),
+        ],
+    )
+    origin = forms.CharField(
+        required=False,
+        max_length=255,
+        label="Origin contains",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "shop.example.com"}),
+    )
+
+    def __init__(self, data: Any, *, agents: list[Agent]) -> None:
+        super().__init__(data)
+        self._agents = {str(agent.pk): agent for agent in agents}
+        self.fields["agent"].choices = [
+            ("", "Any agent"),
+            (selectors.INLINE_CONFIG, "Inline config"),
+            *((str(agent.pk), agent.name) for agent in agents),
+        ]
+
+    def filters(self) -> dict[str, Any]:
+        """The valid filters as ``session_list`` takes them (an invalid one is left out)."""
+        if not self.is_bound:
+            return {}
+        self.is_valid()
+        data = self.cleaned_data
+        filters: dict[str, Any] = {}
+        if agent := data.get("agent"):
+            filters["agent"] = self._agents.get(agent, agent)
+        if status := data.get("status"):
+            filters["status"] = status
+        if started := data.get("started"):
+            filters["started_after"] = timezone.now() - STARTED_WITHIN[started]
+        if origin := (data.get("origin") or "").strip():
+            filters["origin_contains"] = origin
+        return filters
 
 
 @workspace_page
 def index(request: HttpRequest, scope: Scope) -> HttpResponse:
+    agents = list(selectors.agent_list(workspace=scope.workspace))
+    form = SessionFilterForm(request.GET or None, agents=agents)
+    filters = form.filters()
+    sessions = selectors.session_list(workspace=scope.workspace, **filters)
+    page = Paginator(sessions, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "form": form,
+        "page": page,
+        "rows": [SessionRow.of(session) for session in page],
+        "filtered": bool(filters),
+    }
     return render_page(
-        request,
-        scope,
-        "dashboard/placeholder.html",
-        {"title": "Sessions"},
-        section="dashboard:sessions",
+        request, scope, "dashboard/sessions.html", context, section="dashboard:sessions"
     )
 
 
-urlpatterns = [path("sessions/", index, name="sessions")]
+# ---------------------------------------------------------------- one session
+
+
+@dataclass(frozen=True)
+class TurnView:
+    record: TurnRecord
+    metrics: dict[str, Any]
+    chart: Waterfall | None
+
+    @classmethod
+    def of(cls, record: TurnRecord) -> TurnView:
+        metrics = record.metrics if isinstance(record.metrics, dict) else {}
+        return cls(record, metrics, waterfall_for(metrics, turn_id=record.turn_id))
+
+
+@dataclass(frozen=True)
+class ToolCallView:
+    call: ToolCallRecord
+    arguments: str
+    result: str
+    badge: str
+
+    @property
+    def duration(self) -> str:
+        return "" if self.call.duration_ms is None else format_ms(self.call.duration_ms)
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def pretty_text(text: str) -> str:
+    """JSON text indented for reading; anything else (a cut-off result) as it is."""
+    try:
+        return pretty_json(json.loads(text))
+    except ValueError:
+        return text
+
+
+@workspace_page
+def detail(request: HttpRequest, scope: Scope, session_id: uuid.UUID) -> HttpResponse:
+    session = selectors.session_get(workspace=scope.workspace, public_id=str(session_id))
+    tool_calls = [
+        ToolCallView(
+            call,
+            arguments=pretty_json(call.arguments),
+            result=pretty_text(call.result),
+            badge=TOOL_STATUS_BADGES.get(call.status, "gray"),
+        )
+        for call in session.tool_calls.all()
+    ]
+    context = {
+        "session": session,
+        "row": SessionRow.of(session),
+        "transcript": session.transcript.all(),
+        "tool_calls": tool_calls,
+        "turns": [TurnView.of(record) for record in session.turns.all()],
+    }
+    return render_page(
+        request, scope, "dashboard/session_detail.html", context, section="dashboard:sessions"
+    )
+
+
+urlpatterns = [
+    path("sessions/", index, name="sessions"),
+    path("sessions/<uuid:session_id>/", detail, name="session"),
+]

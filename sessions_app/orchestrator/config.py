@@ -54,6 +54,24 @@ class ToolTiming:
     name: str
     status: str
     ms: float
+    started_at: float | None = None  # monotonic; where the call sits in the turn's timeline
+
+
+@dataclass(frozen=True)
+class SettledToolCall:
+    """A tool call that reached its final status, as the session's record keeps it.
+
+    ``arguments`` are the parsed arguments, or the model's raw text when they never
+    parsed. Values are as the tool saw and returned them: whoever stores them scrubs them.
+    """
+
+    call_id: str
+    name: str
+    arguments: Any
+    status: str
+    result: str | None  # JSON text given to the LLM
+    error: str | None
+    duration_ms: float
 
 
 @dataclass
@@ -119,8 +137,7 @@ class TurnMetrics:
     @property
     def first_audio_ms(self) -> float | None:
         """The user stopped speaking (or sent text) → the first audio frame went out."""
-        started = self.speech_end_at if self.speech_end_at is not None else self.input_at
-        return self._ms(started, self.first_audio_at)
+        return self._ms(self.origin_at, self.first_audio_at)
 
     def as_event(self) -> dict[str, Any]:
         """The ``metrics`` event's fields (milliseconds, ``None`` where unknown)."""
@@ -142,7 +159,49 @@ class TurnMetrics:
             "tools": [
                 {"name": t.name, "status": t.status, "ms": rounded(t.ms)} for t in self.tools
             ],
+            "timeline": self.timeline(),
         }
+
+    @property
+    def origin_at(self) -> float:
+        """Where the turn's clock starts: the user's last word, else the text's arrival."""
+        return self.speech_end_at if self.speech_end_at is not None else self.input_at
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """The stages that happened, as ``{stage, startMs, endMs}`` from ``origin_at``.
+
+        Ordered by start (the order a waterfall draws them), the whole turn last.
+        """
+        stages: list[tuple[str, float | None, float | None]] = [
+            ("end_of_utterance", self.speech_end_at, self.endpoint_at),
+            ("stt_final", self.endpoint_at, self.input_at),
+            ("llm_first_token", self.text_round_request_at, self.first_llm_text_at),
+        ]
+        stages += [
+            (f"tool:{tool.name}", tool.started_at, tool.started_at + tool.ms / 1000)
+            for tool in self.tools
+            if tool.started_at is not None
+        ]
+        stages += [
+            ("tts_first_byte", self.first_tts_request_at, self.first_tts_byte_at),
+            ("first_audio", self.first_audio_at, self.first_audio_at),
+        ]
+        origin = self.origin_at
+        entries: list[dict[str, Any]] = [
+            {
+                "stage": stage,
+                "startMs": round((start - origin) * 1000, 1),
+                "endMs": round((end - origin) * 1000, 1),
+            }
+            for stage, start, end in stages
+            if start is not None and end is not None
+        ]
+        entries.sort(key=lambda entry: entry["startMs"])  # stable: ties keep the order above
+        if self.end_at is not None:
+            entries.append(
+                {"stage": "turn", "startMs": 0.0, "endMs": round((self.end_at - origin) * 1000, 1)}
+            )
+        return entries
 
 
 def render_template(template: str, variables: dict[str, str]) -> str:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessions_app.orchestrator.config import SessionConfig, TurnMetrics
+from sessions_app.orchestrator.config import SessionConfig, SettledToolCall, TurnMetrics
 from sessions_app.providers.base import LLM, STT, TTS, STTStream, ToolRunner
 
 # The package's name, not this module's: log configuration written for the single-module
@@ -62,6 +62,7 @@ class PendingClientCall:
     turn: Turn
     name: str
     message: dict[str, Any]
+    arguments: dict[str, Any] = field(default_factory=dict)
 
 
 class SessionCore:
@@ -77,14 +78,17 @@ class SessionCore:
         tts: TTS | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_turn_metrics: Callable[[TurnMetrics], None] | None = None,
+        on_tool_settled: Callable[[SettledToolCall], None] | None = None,
         first_seq: int = 0,
     ) -> None:
         """``first_seq``: the last seq the connection already used (events sent before the
-        session existed); the session continues after it."""
+        session existed); the session continues after it. ``on_tool_settled`` hears of
+        every tool call that reached its final status (for the session's record)."""
         self.config = config
         self._llm, self._tool_runner, self._stt, self._tts = llm, tool_runner, stt, tts
         self._emit_event, self._send_audio = emit, send_audio
         self._clock, self._on_turn_metrics = clock, on_turn_metrics
+        self._on_tool_settled = on_tool_settled
         self._variables = dict(config.variables)
         self._tools = {tool.name: tool for tool in config.tools}
         self._history: list[dict[str, Any]] = []

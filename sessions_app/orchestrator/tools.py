@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import Any
 
-from sessions_app.orchestrator.config import ToolDefinition, ToolTiming
+from sessions_app.orchestrator.config import SettledToolCall, ToolDefinition, ToolTiming
 from sessions_app.orchestrator.core import PendingClientCall, SessionCore, Turn, log_failure
 from sessions_app.providers.base import ToolCall, ToolInvocation, ToolOutcome
 from tools_app.schema import ArgumentsInvalid, SchemaError, parse_arguments, validate_arguments
@@ -77,13 +77,14 @@ class ToolCalls(SessionCore):
         if tool is None:
             known = ", ".join(self._tools) or "none"
             error = f"unknown tool {name!r}; available tools: {known}"
-            return await self._settle(call.id, name, message, ToolOutcome("failed", error=error))
+            outcome = ToolOutcome("failed", error=error)
+            return await self._settle(call.id, name, call.arguments, message, outcome)
         try:
             arguments = parse_arguments(call.arguments)
             validate_arguments(tool.parameters, arguments)
         except (ArgumentsInvalid, SchemaError) as exc:
             outcome = ToolOutcome("failed", error=f"invalid arguments: {exc}")
-            return await self._settle(call.id, name, message, outcome)
+            return await self._settle(call.id, name, call.arguments, message, outcome)
         if tool.client:
             await self._run_client_tool(turn, tool, call, arguments, message)
         else:
@@ -121,7 +122,9 @@ class ToolCalls(SessionCore):
         except Exception as exc:
             log_failure(self.config.session_id, "a server tool", exc)
             outcome = ToolOutcome("failed", error="the tool could not be run")
-        await self._settle(invocation.call_id, invocation.name, message, outcome)
+        await self._settle(
+            invocation.call_id, invocation.name, invocation.arguments, message, outcome
+        )
 
     async def _run_client_tool(
         self,
@@ -132,7 +135,7 @@ class ToolCalls(SessionCore):
         message: dict[str, Any],
     ) -> None:
         future: asyncio.Future[tuple[Any, str | None]] = asyncio.get_running_loop().create_future()
-        self._client_calls[call.id] = PendingClientCall(future, turn, tool.name, message)
+        self._client_calls[call.id] = PendingClientCall(future, turn, tool.name, message, arguments)
         turn.client_calls.add(call.id)
         timeout = self._timeout(tool)
         await self._emit(
@@ -149,7 +152,7 @@ class ToolCalls(SessionCore):
             else:
                 outcome = ToolOutcome("completed", result=json.dumps(result, ensure_ascii=False))
         turn.client_calls.discard(call.id)
-        await self._settle(call.id, tool.name, message, outcome)
+        await self._settle(call.id, tool.name, arguments, message, outcome)
 
     async def _cancel_client_calls(self, turn: Turn) -> None:
         """The user interrupted ``turn``: its client calls stop waiting, as cancelled."""
@@ -157,29 +160,66 @@ class ToolCalls(SessionCore):
             pending = self._client_calls.pop(call_id, None)
             if pending is not None:
                 pending.future.cancel()
-                pending.message["content"] = _error_content("cancelled: the user interrupted")
-                await self._tool_status(call_id, pending.name, "cancelled")
+                error = "cancelled: the user interrupted"
+                pending.message["content"] = _error_content(error)
+                outcome = ToolOutcome("cancelled", error=error)
+                await self._call_over(call_id, pending.name, pending.arguments, outcome)
 
     def _timeout(self, tool: ToolDefinition) -> float:
         return tool.timeout_s or self.config.client_tool_timeout
 
     async def _settle(
-        self, call_id: str, name: str, message: dict[str, Any], outcome: ToolOutcome
+        self,
+        call_id: str,
+        name: str,
+        arguments: Any,
+        message: dict[str, Any],
+        outcome: ToolOutcome,
     ) -> None:
         if outcome.status == "completed":
             message["content"] = outcome.result if outcome.result is not None else "null"
         else:
             message["content"] = _error_content(outcome.error or outcome.status.replace("_", " "))
+        await self._call_over(call_id, name, arguments, outcome)
+
+    async def _call_over(
+        self, call_id: str, name: str, arguments: Any, outcome: ToolOutcome
+    ) -> None:
+        """Time the call for its turn and report it, then announce its final status.
+
+        Reported first: a turn cancelled while the status goes out still leaves its record.
+        """
+        started = self._tool_started.pop(call_id, None)
+        if started is not None:
+            turn, at = started
+            duration_ms = (self._clock() - at) * 1000
+            # A shielded tool may finish after its turn: it is reported, not in those metrics.
+            if turn.metrics is not None and not turn.finished:
+                turn.metrics.tools.append(ToolTiming(name, outcome.status, duration_ms, at))
+            self._report_settled(call_id, name, arguments, outcome, duration_ms)
         await self._tool_status(call_id, name, outcome.status)
+
+    def _report_settled(
+        self, call_id: str, name: str, arguments: Any, outcome: ToolOutcome, duration_ms: float
+    ) -> None:
+        if self._on_tool_settled is None:
+            return
+        settled = SettledToolCall(
+            call_id=call_id,
+            name=name,
+            arguments=arguments,
+            status=outcome.status,
+            result=outcome.result,
+            error=outcome.error,
+            duration_ms=duration_ms,
+        )
+        try:
+            self._on_tool_settled(settled)
+        except Exception as exc:
+            log_failure(self.config.session_id, "on_tool_settled", exc)
 
     async def _tool_status(self, call_id: str, name: str, status: str) -> None:
         await self._emit("tool_status", {"callId": call_id, "name": name, "status": status})
-        started = self._tool_started.pop(call_id, None) if status != "started" else None
-        if started is not None:
-            turn, at = started
-            if turn.metrics is not None and not turn.finished:
-                duration_ms = (self._clock() - at) * 1000
-                turn.metrics.tools.append(ToolTiming(name, status, duration_ms))
 
 
 def _error_content(error: str) -> str:

@@ -48,6 +48,26 @@ async def test_a_spoken_turn_reports_every_stage_in_a_metrics_event(
     assert tool["name"] == "get_weather" and tool["status"] == "completed"
     assert 25 <= tool["ms"] <= 150
     assert event["turnMs"] >= event["firstAudioMs"] - 300
+    # The same stages placed on the turn's clock (0 = the user's last word), by start.
+    timeline = {entry["stage"]: entry for entry in event["timeline"]}
+    assert list(timeline) == [
+        "end_of_utterance", "stt_final", "tool:get_weather", "llm_first_token",
+        "tts_first_byte", "first_audio", "turn",
+    ]  # fmt: skip
+    durations = {stage: e["endMs"] - e["startMs"] for stage, e in timeline.items()}
+    assert timeline["end_of_utterance"]["startMs"] == 0
+    assert abs(durations["end_of_utterance"] - event["endOfUtteranceMs"]) <= 0.2
+    assert timeline["stt_final"]["startMs"] == timeline["end_of_utterance"]["endMs"]
+    assert abs(durations["llm_first_token"] - event["llmFirstTokenMs"]) <= 0.2
+    assert abs(durations["tool:get_weather"] - tool["ms"]) <= 0.2
+    # the tool ran between the endpoint and the round that spoke
+    assert timeline["stt_final"]["endMs"] <= timeline["tool:get_weather"]["startMs"]
+    assert timeline["tool:get_weather"]["endMs"] <= timeline["llm_first_token"]["startMs"]
+    assert abs(durations["tts_first_byte"] - event["ttsFirstByteMs"]) <= 0.2
+    first_audio = timeline["first_audio"]
+    assert first_audio["startMs"] == first_audio["endMs"] == event["firstAudioMs"]
+    assert timeline["turn"]["startMs"] == 0
+    assert timeline["turn"]["endMs"] >= first_audio["endMs"]
 
 
 async def test_a_typed_turn_measures_from_the_text(make: Callable[..., Harness]) -> None:
@@ -58,6 +78,10 @@ async def test_a_typed_turn_measures_from_the_text(make: Callable[..., Harness])
     assert event["source"] == "text"
     assert event["endOfUtteranceMs"] is None and event["sttFinalMs"] is None
     assert event["firstAudioMs"] is not None and event["firstAudioMs"] >= 0
+    # only what happened, measured from the text's arrival
+    stages = [entry["stage"] for entry in event["timeline"]]
+    assert stages == ["llm_first_token", "tts_first_byte", "first_audio", "turn"]
+    assert event["timeline"][0]["startMs"] >= 0
 
 
 async def test_a_cancelled_turn_still_reports_its_metrics(make: Callable[..., Harness]) -> None:

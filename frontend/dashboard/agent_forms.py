@@ -1,0 +1,358 @@
+"""The agent editor: the agent's fields, one formset block per tool, and the two together.
+
+The forms check what they can show on a field (a handler's syntax with the sandbox's own
+parser, parameters JSON and schema); the service has the last word, and its errors are
+put back on the field they name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.utils.text import slugify
+
+from frontend.dashboard.agent_templates import AgentTemplate
+from secrets_app.validators import AGENT_SLUG
+from sessions_app import protocol
+from sessions_app.models import Agent
+from sessions_app.providers import registry
+from sessions_app.services import AGENT_FIELDS
+from tools_app.sandbox import check_syntax
+from tools_app.schema import SchemaError, to_json_schema
+
+# The editor's own pages live at agents/new/ and agents/templates/.
+RESERVED_SLUGS = frozenset({"new", "templates"})
+SERVER, BROWSER = "server", "browser"
+PROVIDER_LABELS = {
+    "assemblyai": "AssemblyAI",
+    "elevenlabs": "ElevenLabs",
+    "local": "Local (offline)",
+    "openai": "OpenAI",
+    "orpheus": "Orpheus",
+}
+# How the service names a tool's fields in its messages (the wire's names).
+_SERVICE_FIELDS = {
+    "name": "name",
+    "description": "description",
+    "parameters": "parameters",
+    "handler": "handler",
+    "client": "runs_on",
+    "timeoutMs": "timeout_ms",
+}
+_TOOL_ERROR = re.compile(r"tools\[(\d+)\](?:\.(\w+))?(.*)", re.DOTALL)
+
+CODE_ATTRS = {
+    "class": "code",
+    "spellcheck": "false",
+    "autocomplete": "off",
+    "autocapitalize": "off",
+    "wrap": "off",
+}
+
+
+def _unix_newlines(text: str) -> str:
+    # Browsers send CRLF from textareas; a handler's pin must not depend on that.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _sentence(message: str) -> str:
+    return message[:1].upper() + message[1:]
+
+
+def slug_from_name(name: str) -> str:
+    # slugify keeps underscores, which agent slugs do not allow.
+    return slugify(name.replace("_", " "))[:64].strip("-")
+
+
+def _provider_choices(kind: registry.Kind, current: str) -> list[tuple[str, str]]:
+    # The scripted "fake" engines are for tests; keep one listed only if already chosen.
+    names = [name for name in registry.names(kind) if name != "fake" or name == current]
+    return [("", "Platform default"), *((name, PROVIDER_LABELS.get(name, name)) for name in names)]
+
+
+class AgentForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    slug = forms.CharField(
+        max_length=64,
+        required=False,
+        help_text="How pages and API keys name this agent (<code>agent=order-status</code>).",
+    )
+    instructions = forms.CharField(
+        required=False,
+        strip=False,
+        max_length=protocol.INSTRUCTIONS_MAX,
+        widget=forms.Textarea(attrs={"rows": 16, "class": "instructions"}),
+        help_text=(
+            "Use {{variable}} to insert values the page sends in configure/context, "
+            "e.g. {{customer_name}}."
+        ),
+    )
+    greeting = forms.CharField(
+        max_length=protocol.GREETING_MAX,
+        required=False,
+        help_text="Said first, when a session starts. Blank: the agent waits for the user.",
+    )
+    voice = forms.CharField(
+        max_length=64,
+        required=False,
+        help_text="A voice of the text-to-speech provider (e.g. tara or leo). Blank: its default.",
+    )
+    mode = forms.ChoiceField(
+        choices=Agent.Mode.choices,
+        initial=Agent.Mode.VOICE,
+        help_text="Voice: speech in and out. Text: typed chat, no audio.",
+    )
+    llm_model = forms.CharField(
+        max_length=100,
+        required=False,
+        label="LLM model",
+        help_text="Blank: the platform default model.",
+    )
+    stt_provider = forms.ChoiceField(required=False, label="Speech-to-text")
+    tts_provider = forms.ChoiceField(required=False, label="Text-to-speech")
+
+    def __init__(self, *args: Any, creating: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.creating = creating
+        providers: tuple[tuple[str, registry.Kind], ...] = (
+            ("stt_provider", "stt"),
+            ("tts_provider", "tts"),
+        )
+        for field, kind in providers:
+            select = self.fields[field]
+            assert isinstance(select, forms.ChoiceField)
+            select.choices = _provider_choices(kind, str(self.initial.get(field) or ""))
+        if creating:
+            self.fields["slug"].help_text += " Blank: made from the name."
+        else:
+            self.fields["slug"].required = True
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"].strip()
+        if not slug and self.creating:
+            name = self.cleaned_data.get("name") or ""
+            slug = slug_from_name(name)
+            if not slug and name:
+                raise ValidationError("Enter a slug: the name has no letters or digits to use.")
+        if slug and not AGENT_SLUG.match(slug):
+            raise ValidationError("Use lowercase letters, digits and “-” (like order-status).")
+        if slug in RESERVED_SLUGS:
+            raise ValidationError(f"“{slug}” is taken by the dashboard's own pages.")
+        return slug
+
+    def agent_fields(self) -> dict[str, Any]:
+        fields = {name: self.cleaned_data[name] for name in AGENT_FIELDS}
+        fields["name"] = fields["name"].strip()
+        fields["instructions"] = _unix_newlines(fields["instructions"])
+        return fields
+
+
+class ToolForm(forms.Form):
+    name = forms.CharField(
+        max_length=64,
+        validators=[
+            RegexValidator(
+                protocol.NAME_PATTERN,
+                "Use letters, digits and _, not starting with a digit (like track_order).",
+            )
+        ],
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+    runs_on = forms.ChoiceField(
+        label="Where it runs",
+        choices=(
+            (SERVER, "Server: a JavaScript handler on the platform"),
+            (BROWSER, "Browser: your page runs it (client tool)"),
+        ),
+        initial=SERVER,
+    )
+    description = forms.CharField(
+        required=False,
+        max_length=protocol.TOOL_DESCRIPTION_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="What the tool does and when to use it; the LLM reads this.",
+    )
+    handler = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 14, **CODE_ATTRS}),
+        help_text=(
+            "One function, <code>async (args, ctx) =&gt; { … }</code>, run in a sandbox. "
+            "<code>ctx.fetch(url, init)</code> calls other services; "
+            "<code>ctx.secrets.NAME</code> reads a secret of this workspace. Return what the "
+            "LLM should know. Tab indents; Esc then Tab leaves the field."
+        ),
+    )
+    parameters = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, **CODE_ATTRS}),
+        help_text=(
+            'JSON: argument names and types, e.g. <code>{"city": "string", "days": '
+            '"number?"}</code> (<code>?</code> = optional) or <code>{"unit": {"type": '
+            '"string", "enum": ["celsius", "fahrenheit"], "optional": true}}</code>; or a '
+            "JSON Schema with a root <code>type</code>. Blank: no arguments."
+        ),
+    )
+    timeout_ms = forms.IntegerField(
+        required=False,
+        min_value=protocol.TOOL_TIMEOUT_MS_MIN,
+        max_value=protocol.TOOL_TIMEOUT_MS_MAX,
+        label="Timeout (ms)",
+        help_text="Optional; blank: the platform default.",
+    )
+
+    def clean_handler(self) -> str:
+        return _unix_newlines(self.cleaned_data["handler"])
+
+    def clean_parameters(self) -> Any:
+        text = self.cleaned_data["parameters"].strip()
+        if not text:
+            return None
+        try:
+            parameters = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(
+                f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+            ) from None
+        try:
+            to_json_schema(parameters)
+        except SchemaError as exc:
+            raise ValidationError(_sentence(str(exc))) from None
+        return parameters
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("DELETE"):  # a removed tool is not saved, so not checked either
+            return cleaned
+        handler = cleaned.get("handler", "")
+        if cleaned.get("runs_on") == BROWSER:
+            if handler.strip():
+                self.add_error("handler", "A browser tool has no handler here: clear it.")
+        elif not handler.strip():
+            self.add_error("handler", "Write the handler, or choose Browser if your page runs it.")
+        elif len(handler.encode()) > protocol.TOOL_HANDLER_MAX:
+            self.add_error("handler", f"At most {protocol.TOOL_HANDLER_MAX} bytes.")
+        elif (syntax_error := check_syntax(handler)) is not None:
+            self.add_error("handler", syntax_error)
+        return cleaned
+
+    def tool(self) -> dict[str, Any]:
+        """The tool as the service takes it (the wire's names)."""
+        data = self.cleaned_data
+        tool: dict[str, Any] = {"name": data["name"], "description": data["description"]}
+        if data["parameters"] is not None:
+            tool["parameters"] = data["parameters"]
+        if data["runs_on"] == BROWSER:
+            tool["client"] = True
+        else:
+            tool["handler"] = data["handler"]
+        if data["timeout_ms"] is not None:
+            tool["timeoutMs"] = data["timeout_ms"]
+        return tool
+
+
+def tool_initial(tool: dict[str, Any]) -> dict[str, Any]:
+    """A stored (or template) tool as the editor's initial values; keeps the pin for show."""
+    parameters = tool.get("parameters")
+    return {
+        "name": tool.get("name", ""),
+        "description": tool.get("description", ""),
+        "runs_on": BROWSER if tool.get("client") else SERVER,
+        "handler": tool.get("handler", ""),
+        "parameters": "" if parameters is None else json.dumps(parameters, indent=2),
+        "timeout_ms": tool.get("timeoutMs"),
+        "handler_sha256": tool.get("handler_sha256", ""),
+    }
+
+
+class BaseToolFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
+    default_error_messages = {
+        "too_many_forms": f"An agent has at most {protocol.TOOLS_MAX} tools.",
+    }
+
+    def add_fields(self, form: forms.Form, index: int | None) -> None:
+        super().add_fields(form, index)
+        form.fields["DELETE"].label = "Remove this tool"
+
+    def kept_forms(self) -> list[ToolForm]:
+        """The blocks that become tools, in order: not removed and not left blank."""
+        return [
+            form  # type: ignore[misc]
+            for form in self.forms
+            if getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE")
+        ]
+
+    def clean(self) -> None:
+        seen: set[str] = set()
+        for form in self.kept_forms():
+            name = form.cleaned_data.get("name")
+            if name in seen:
+                form.add_error("name", "Another tool has this name; names must be unique.")
+            elif name:
+                seen.add(name)
+
+
+ToolFormSet = forms.formset_factory(
+    ToolForm,
+    formset=BaseToolFormSet,
+    extra=1,
+    can_delete=True,
+    max_num=protocol.TOOLS_MAX,
+    validate_max=True,
+)
+
+
+class AgentEditor:
+    """The editor page: the agent form and the tools formset, valid or invalid together."""
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        agent: Agent | None = None,
+        template: AgentTemplate | None = None,
+    ) -> None:
+        if agent is not None:
+            initial = {name: getattr(agent, name) for name in AGENT_FIELDS}
+            tools = agent.tools
+        else:
+            initial = dict(template.agent) if template else {}
+            tools = template.tools if template else []
+        self.form = AgentForm(data, creating=agent is None, initial=initial)
+        self.tools = ToolFormSet(data, prefix="tools", initial=[tool_initial(t) for t in tools])
+
+    def is_valid(self) -> bool:
+        return all([self.form.is_valid(), self.tools.is_valid()])
+
+    def agent_fields(self) -> dict[str, Any]:
+        return self.form.agent_fields()
+
+    def tool_list(self) -> list[dict[str, Any]]:
+        return [form.tool() for form in self.tools.kept_forms()]
+
+    def add_service_error(self, error: ValidationError) -> None:
+        """Put a service's refusal on the field it names (``slug``, ``tools[1].handler``…)."""
+        if hasattr(error, "error_dict"):
+            for field, errors in error.error_dict.items():
+                messages = [_sentence(message) for e in errors for message in e.messages]
+                self.form.add_error(field if field in self.form.fields else None, messages)
+            return
+        for message in error.messages:
+            for part in re.split(r"; (?=tools\[\d+\])", message):
+                self._add_tool_error(part)
+
+    def _add_tool_error(self, message: str) -> None:
+        found = _TOOL_ERROR.match(message)
+        tool_forms = self.tools.kept_forms()
+        if found is None or int(found[1]) >= len(tool_forms):
+            self.form.add_error(None, _sentence(message))
+            return
+        form = tool_forms[int(found[1])]
+        field = _SERVICE_FIELDS.get(found[2] or "")
+        detail = found[3].lstrip(".: ") if field else (found[2] or "") + found[3]
+        form.add_error(field, _sentence(detail.lstrip(".: ") or "is not valid"))
