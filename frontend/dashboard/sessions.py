@@ -14,8 +14,8 @@ from typing import Any
 
 from django import forms
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
-from django.urls import path
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import path, re_path
 from django.utils import timezone
 
 from frontend.dashboard.scope import Scope, render_page, workspace_page
@@ -209,8 +209,12 @@ def pretty_text(text: str) -> str:
 
 
 @workspace_page
-def detail(request: HttpRequest, scope: Scope, session_id: uuid.UUID) -> HttpResponse:
-    session = selectors.session_get(workspace=scope.workspace, public_id=str(session_id))
+def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
+    try:  # the wire spells session ids as 32 hex digits, the API with dashes: take both
+        public_id = uuid.UUID(session_id)
+    except ValueError:
+        raise Http404("No such session.") from None
+    session = selectors.session_get(workspace=scope.workspace, public_id=str(public_id))
     tool_calls = [
         ToolCallView(
             call,
@@ -234,5 +238,5 @@ def detail(request: HttpRequest, scope: Scope, session_id: uuid.UUID) -> HttpRes
 
 urlpatterns = [
     path("sessions/", index, name="sessions"),
-    path("sessions/<uuid:session_id>/", detail, name="session"),
+    re_path(r"^sessions/(?P<session_id>[0-9a-fA-F-]{32,36})/$", detail, name="session"),
 ]

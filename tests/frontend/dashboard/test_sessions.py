@@ -272,3 +272,13 @@ def test_an_unknown_session_is_404(owner: Tenant, owner_client: Client) -> None:
 def test_logged_out_visitors_are_sent_to_log_in(owner: Tenant) -> None:
     response = Client().get(page(owner, "sessions"))
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_the_wire_spelling_of_a_session_id_opens_it_too(owner, owner_client) -> None:
+    from sessions_app.models import Session
+
+    session = Session.objects.create(workspace=owner.workspace, origin="https://shop.example")
+    hex_url = page(owner, "session", session.public_id.hex)
+    assert owner_client.get(hex_url).status_code == 200
+    not_an_id = hex_url.replace(session.public_id.hex, "0" * 31 + "-")
+    assert owner_client.get(not_an_id).status_code == 404
