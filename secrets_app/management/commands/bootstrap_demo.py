@@ -36,7 +36,8 @@ class Command(BaseCommand):
                 [
                     "",
                     f"Voice agent platform (embedded defaults) on {base}",
-                    f"  Admin:            {base}/admin/  {demo['email']} / {demo['password']}",
+                    f"  Dashboard:        {base}/  {demo['email']} / {demo['password']}",
+                    f"  Admin:            {base}/admin/  (same login)",
                     f"  API docs:         {base}/api/docs/",
                     f"  Publishable key:  {demo['publishable_key']}",
                     f"  Secret key:       {demo['secret_key']}",
