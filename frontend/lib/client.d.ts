@@ -120,6 +120,8 @@ export interface MetricsEvent extends ServerEvent {
   turnMs: number | null;
   llmRounds: number;
   tools: { name: string; status: string; ms: number }[];
+  /** The stages that happened, in ms from the user's last word (or the typed text), by start. */
+  timeline: { stage: string; startMs: number; endMs: number }[];
 }
 
 export interface AgentEvents {
