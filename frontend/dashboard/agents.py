@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 
 from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES, AgentTemplate
-from frontend.dashboard.scope import Scope, render_page, workspace_page
+from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from sessions_app import selectors, services
 from sessions_app.models import Agent
 
@@ -97,12 +97,15 @@ def edit(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def delete(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     agent = selectors.agent_get(workspace=scope.workspace, slug=slug)
-    if request.method == "POST":
+
+    def act() -> str:
         services.agent_delete(agent=agent)
-        messages.success(request, f"Agent “{agent.name}” deleted.")
-        return redirect(SECTION, scope.workspace.pk)
+        return f"Agent “{agent.name}” deleted."
+
     context = {"agent": agent}
-    return render_page(request, scope, "dashboard/agent_delete.html", context, section=SECTION)
+    return confirm_then(
+        request, scope, "dashboard/agent_delete.html", context, section=SECTION, act=act
+    )
 
 
 urlpatterns = [

@@ -18,7 +18,7 @@ from django.urls import path
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from frontend.dashboard.scope import Scope, render_page, workspace_page
+from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app import selectors, services
 from secrets_app.models import ApiKey
 from secrets_app.validators import clean_origins
@@ -204,11 +204,15 @@ def roll(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
 def revoke(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
     scope.require_key_manager()
     key = selectors.api_key_get(workspace=scope.workspace, key_id=key_id)
-    if request.method == "POST":
+
+    def act() -> str:
         services.api_key_revoke(key=key)
-        messages.success(request, f"Key {key.display} revoked. Requests using it are refused.")
-        return redirect("dashboard:keys", scope.workspace.pk)
-    return render_page(request, scope, "dashboard/keys_revoke.html", {"key": key}, section=SECTION)
+        return f"Key {key.display} revoked. Requests using it are refused."
+
+    context = {"key": key}
+    return confirm_then(
+        request, scope, "dashboard/keys_revoke.html", context, section=SECTION, act=act
+    )
 
 
 urlpatterns = [

@@ -20,7 +20,7 @@ from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from frontend.dashboard.scope import Scope, render_page, workspace_page
+from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app import selectors, services
 from secrets_app.models import Invitation, Membership, User
 
@@ -150,12 +150,15 @@ def remove(request: HttpRequest, scope: Scope, membership_id: int) -> HttpRespon
 def revoke_invitation(request: HttpRequest, scope: Scope, invitation_id: int) -> HttpResponse:
     scope.require_owner()
     invitation = selectors.invitation_get(workspace=scope.workspace, invitation_id=invitation_id)
-    if request.method == "POST":
+
+    def act() -> str:
         services.invitation_revoke(invitation=invitation)
-        messages.success(request, f"The invitation to {invitation.email} was revoked.")
-        return redirect("dashboard:members", scope.workspace.pk)
+        return f"The invitation to {invitation.email} was revoked."
+
     context = {"invitation": invitation}
-    return render_page(request, scope, "dashboard/invitation_revoke.html", context, section=SECTION)
+    return confirm_then(
+        request, scope, "dashboard/invitation_revoke.html", context, section=SECTION, act=act
+    )
 
 
 # ---------------------------------------------------------------- the invitee's side

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from secrets_app import selectors
 from secrets_app.models import Membership, Workspace
@@ -94,3 +95,20 @@ def render_page(
         **(context or {}),
     }
     return render(request, template, page, status=status)
+
+
+def confirm_then(
+    request: HttpRequest,
+    scope: Scope,
+    template: str,
+    context: dict[str, Any],
+    *,
+    section: str,
+    act: Callable[[], str],
+) -> HttpResponse:
+    """A destructive action: GET shows the confirmation page; POST runs ``act``, shows the
+    sentence it returns and goes back to the section's list."""
+    if request.method == "POST":
+        messages.success(request, act())
+        return redirect(section, scope.workspace.pk)
+    return render_page(request, scope, template, context, section=section)

@@ -16,7 +16,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 
 from frontend.dashboard.keys import lines, readable
-from frontend.dashboard.scope import Scope, render_page, workspace_page
+from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app import selectors, services
 from secrets_app.validators import clean_hosts, validate_secret_name, validate_secret_value
 
@@ -163,12 +163,15 @@ def hosts(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def delete(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
     secret = selectors.secret_get(workspace=scope.workspace, name=name)
-    if request.method == "POST":
+
+    def act() -> str:
         services.secret_delete(secret=secret)
-        messages.success(request, f"Secret {secret.name} deleted.")
-        return redirect("dashboard:secrets", scope.workspace.pk)
+        return f"Secret {secret.name} deleted."
+
     context = {"secret": secret}
-    return render_page(request, scope, "dashboard/secrets_delete.html", context, section=SECTION)
+    return confirm_then(
+        request, scope, "dashboard/secrets_delete.html", context, section=SECTION, act=act
+    )
 
 
 urlpatterns = [
