@@ -1,0 +1,248 @@
+"""The load benchmark's browsers: one WebSocket session each, streaming audio in real time.
+
+A session connects with the workspace's ``pk_`` key from ``http://localhost``, sends
+``configure`` (voice mode, and one server tool if asked), waits for ``ready``, then sends
+a 20 ms frame (640 bytes, PCM16 16 kHz) at every absolute deadline ``start + k * 20 ms``
+and, after every 50th frame, ``ping {t}``. Every ``turn_every_s`` it speaks: 600 ms of a
+tone (speech to the fake recogniser), after which the recogniser's 500 ms of silence ends
+the turn and the agent answers.
+
+Everything observed lands in ``Observations``: counters (read twice, for a window) and
+timestamped samples (filtered by window), all on this process's monotonic clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import websockets
+from websockets.asyncio.client import ClientConnection
+from websockets.typing import Origin
+
+from sessions_app.providers.fake import tone_pcm
+
+FRAME_S = 0.020
+FRAME_BYTES = 640  # 20 ms of PCM16 mono at 16 kHz
+FRAMES_PER_PING = 50  # one ping a second
+SPEECH_FRAMES = 30  # 600 ms of speech per turn
+SILENCE = bytes(FRAME_BYTES)
+_TONE = tone_pcm(FRAME_S * 1000 * SPEECH_FRAMES)  # loud enough to be speech to the fake STT
+SPEECH = [_TONE[i : i + FRAME_BYTES] for i in range(0, len(_TONE), FRAME_BYTES)]
+READY_TIMEOUT_S = 30.0
+CLOSE_TIMEOUT_S = 10.0
+TOOL_HANDLER = "async (args) => ({ ok: true, n: args.n ?? 0 })"
+
+
+@dataclass
+class Counters:
+    frames_due: int = 0
+    frames_sent: int = 0
+    frames_skipped: int = 0  # more than one period late before the send could start
+    frames_late: int = 0  # sent, but the send finished more than one period late
+    frames_dropped_backpressure: int = 0  # of the two above, with the socket's buffer full
+    pings_sent: int = 0
+    pongs: int = 0
+    turns_spoken: int = 0
+    audio_bytes_in: int = 0
+
+    def minus(self, earlier: Counters) -> Counters:
+        return Counters(**{k: v - getattr(earlier, k) for k, v in vars(self).items()})
+
+
+@dataclass
+class Observations:
+    counters: Counters = field(default_factory=Counters)
+    # (when, value) on the monotonic clock, in seconds and milliseconds
+    ping_ms: list[tuple[float, float]] = field(default_factory=list)
+    turn_to_first_delta_ms: list[tuple[float, float]] = field(default_factory=list)
+    speech_end_to_audio_ms: list[tuple[float, float]] = field(default_factory=list)
+    server_metrics: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    setup_ms: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    unexpected_closes: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    key: str
+    turn_every_s: float  # 0: never speak
+    server_tool: bool
+
+
+def configure_message(plan: Plan) -> str:
+    message: dict[str, Any] = {
+        "type": "configure",
+        "mode": "voice",
+        "instructions": "You are the load benchmark's agent.",
+    }
+    if plan.server_tool:
+        message["tools"] = [
+            {
+                "name": "lookup",
+                "description": "Look something up.",
+                "parameters": {"n": "number?"},
+                "handler": TOOL_HANDLER,
+            }
+        ]
+    return json.dumps(message)
+
+
+class ClientSession:
+    def __init__(self, *, index: int, of: int, port: int, plan: Plan, seen: Observations) -> None:
+        self.index, self.of, self.port, self.plan, self.seen = index, of, port, plan, seen
+        self.ws: ClientConnection | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self._turn_at: float | None = None
+        self._speech_end_at: float | None = None
+        self._ready = asyncio.Event()
+        self._turn_done = asyncio.Event()
+
+    async def open(self, *, stream: bool = True) -> ClientConnection:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        self.ws = ws = await websockets.connect(
+            f"ws://127.0.0.1:{self.port}/v1/session?key={self.plan.key}",
+            origin=Origin("http://localhost"),  # a key without origins accepts localhost
+            ping_interval=None,  # our own pings measure; keepalive pings would only add noise
+            close_timeout=CLOSE_TIMEOUT_S,
+            open_timeout=READY_TIMEOUT_S,
+        )
+        self._tasks.append(asyncio.create_task(self._read(ws)))
+        await ws.send(configure_message(self.plan))
+        await asyncio.wait_for(self._ready.wait(), READY_TIMEOUT_S)
+        self.seen.setup_ms.append((loop.time() - began) * 1000)
+        if stream:
+            self._tasks.append(asyncio.create_task(self._stream(ws)))
+        return ws
+
+    async def warm_up(self) -> None:
+        """One typed turn through every provider and the tool, so that lazy imports and
+        first connections are paid before the web process's idle memory is read."""
+        try:
+            ws = await self.open(stream=False)
+            await ws.send(json.dumps({"type": "text", "text": "warm up"}))
+            await asyncio.wait_for(self._turn_done.wait(), READY_TIMEOUT_S)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        self._closing = True
+        for task in self._tasks[1:]:
+            task.cancel()
+        if self.ws is not None:
+            with contextlib.suppress(Exception):
+                await self.ws.close()  # 1000: the session ends now, no resume wait
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------ out
+
+    async def _stream(self, ws: ClientConnection) -> None:
+        loop = asyncio.get_running_loop()
+        counters = self.seen.counters
+        # Spread the sessions' frames over the period, and their turns over turn_every_s.
+        start = loop.time() + FRAME_S * (self.index % 20) / 20
+        ping_at = self.index % FRAMES_PER_PING
+        cycle = round(self.plan.turn_every_s / FRAME_S) if self.plan.turn_every_s else 0
+        speak_at = (cycle * self.index // self.of) if cycle else -1
+        frame = 0
+        while True:
+            deadline = start + frame * FRAME_S
+            if (wait := deadline - loop.time()) > 0:
+                await asyncio.sleep(wait)
+            counters.frames_due += 1
+            position = (frame - speak_at) % cycle if cycle and frame >= speak_at else -1
+            speaking = 0 <= position < SPEECH_FRAMES
+            if loop.time() > deadline + FRAME_S:
+                counters.frames_skipped += 1
+                self._note_backpressure(ws)
+            else:
+                await ws.send(SPEECH[position] if speaking else SILENCE)
+                counters.frames_sent += 1
+                if loop.time() > deadline + FRAME_S:
+                    counters.frames_late += 1
+                    self._note_backpressure(ws)
+            if speaking and position == SPEECH_FRAMES - 1:
+                counters.turns_spoken += 1
+                self._speech_end_at = loop.time()
+            if frame % FRAMES_PER_PING == ping_at:
+                counters.pings_sent += 1
+                await ws.send(json.dumps({"type": "ping", "t": round(loop.time() * 1000, 3)}))
+            frame += 1
+
+    def _note_backpressure(self, ws: ClientConnection) -> None:
+        if ws.transport.get_write_buffer_size() > 0:
+            self.seen.counters.frames_dropped_backpressure += 1
+
+    # ------------------------------------------------------------ in
+
+    async def _read(self, ws: ClientConnection) -> None:
+        try:
+            async for message in ws:
+                if isinstance(message, bytes):
+                    self._on_audio(len(message))
+                else:
+                    self._on_event(json.loads(message))
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            if not self._closing:
+                self.seen.unexpected_closes += 1
+
+    def _on_audio(self, size: int) -> None:
+        self.seen.counters.audio_bytes_in += size
+        if self._speech_end_at is not None:
+            now = asyncio.get_running_loop().time()
+            self.seen.speech_end_to_audio_ms.append((now, (now - self._speech_end_at) * 1000))
+            self._speech_end_at = None
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        now = asyncio.get_running_loop().time()
+        kind = event.get("type")
+        if kind == "pong" and isinstance(event.get("t"), int | float):
+            self.seen.counters.pongs += 1
+            self.seen.ping_ms.append((event["t"] / 1000, now * 1000 - event["t"]))
+        elif kind == "turn":
+            self._turn_at = now
+        elif kind == "chat_delta" and self._turn_at is not None:
+            self.seen.turn_to_first_delta_ms.append((now, (now - self._turn_at) * 1000))
+            self._turn_at = None
+        elif kind == "metrics":
+            self.seen.server_metrics.append((now, event))
+            self._turn_done.set()
+        elif kind == "ready":
+            self._ready.set()
+        elif kind == "error":
+            self.seen.errors[str(event.get("code"))] += 1
+
+
+class LoopLag:
+    """How late this process's event loop wakes a 10 ms timer: the load generator's own lag,
+    which every client-side figure includes."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + 0.010
+            await asyncio.sleep(0.010)
+            now = loop.time()
+            self.samples.append((now, (now - due) * 1000))

@@ -1,0 +1,319 @@
+"""What the load benchmark runs against, and how it reads the processes' CPU and memory.
+
+``Stack`` owns everything the benchmark starts: a Postgres database of its own (created,
+migrated, dropped), one Redis database number (flushed before and after, never another),
+the fake LLM process, daphne web processes and Celery workers. Each child runs in its own
+session (process group), so a Ctrl-C in the terminal reaches only the benchmark, which
+then stops them itself; ``close`` is safe to call twice and after a partial start.
+
+CPU and memory come from /proc (no psutil): utime+stime of every process of a group plus
+what its leader collected from children that exited (a Celery child recycled mid-run
+keeps counting), and VmRSS summed over the group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PROBLEM = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b|^Traceback")
+
+# ---------------------------------------------------------------- /proc
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat from field 3 on (the command name may hold spaces and parens)."""
+    data = Path(f"/proc/{pid}/stat").read_text()
+    return data[data.rindex(")") + 2 :].split()
+
+
+def group_members(leaders: list[int]) -> dict[int, list[int]]:
+    """The live processes of each process group, from one pass over /proc."""
+    members: dict[int, list[int]] = {leader: [] for leader in leaders}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                group = int(_stat_fields(int(entry))[2])
+                if group in members:
+                    members[group].append(int(entry))
+    return members
+
+
+def cpu_seconds(pid: int, *, with_reaped_children: bool = False) -> float:
+    try:
+        fields = _stat_fields(pid)
+    except (OSError, IndexError):
+        return 0.0  # it just exited
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    if with_reaped_children:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / CLOCK_TICKS
+
+
+def group_cpu_seconds(leader: int, pids: list[int]) -> float:
+    """A group's CPU time; its leader's reaped children count (a recycled Celery child)."""
+    return sum(cpu_seconds(pid, with_reaped_children=pid == leader) for pid in pids)
+
+
+def rss_kb(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def machine_cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    total = sum(values[:8])  # guest time is already inside user
+    return total - idle, total
+
+
+@dataclass(frozen=True)
+class Reading:
+    """CPU seconds and RSS of each child's process group (and of this process, under its
+    own pid) at one moment, with the whole machine's and Redis's CPU counters."""
+
+    at: float  # time.monotonic()
+    cpu_s: dict[int, float]
+    rss_kb: dict[int, int]
+    machine: tuple[int, int]
+    redis_cpu_s: float | None
+
+
+def take_reading(leaders: list[int], redis_url: str) -> Reading:
+    members = group_members(leaders)
+    cpu = {leader: group_cpu_seconds(leader, pids) for leader, pids in members.items()}
+    rss = {leader: sum(rss_kb(pid) for pid in pids) for leader, pids in members.items()}
+    me = os.getpid()
+    cpu[me], rss[me] = cpu_seconds(me), rss_kb(me)
+    try:
+        with redis.Redis.from_url(redis_url, socket_timeout=1) as client:
+            info = client.info("cpu")
+        redis_cpu: float | None = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    except (redis.RedisError, KeyError):
+        redis_cpu = None
+    return Reading(time.monotonic(), cpu, rss, machine_cpu_ticks(), redis_cpu)
+
+
+# ---------------------------------------------------------------- the stack
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Child:
+    role: str  # "web", "worker", "fake_llm"
+    process: subprocess.Popen[bytes]
+    log: Path
+    port: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def problems(self) -> list[str]:
+        """Warning, error and traceback lines the process logged (none is logged per frame)."""
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        found = []
+        for line, after in zip(lines, [*lines[1:], ""], strict=True):
+            if _PROBLEM.search(line):
+                # asyncio names the task on the next line
+                found.append((line + (" " + after if after.startswith("task:") else ""))[:300])
+        return found
+
+    def tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return self.log.read_text(errors="replace")[-2000:]
+        return ""
+
+
+@dataclass
+class Stack:
+    redis_url_base: str
+    redis_db: int
+    postgres_url: str
+    worker_concurrency: int = 1
+    session_limit: int = 100_000
+    tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="bench-load-")))
+    database: str = field(default_factory=lambda: f"bench_load_{os.getpid()}")
+    children: list[Child] = field(default_factory=list)
+    llm_base_url: str = ""
+    publishable_key: str = ""
+    _database_created: bool = False
+
+    @property
+    def redis_url(self) -> str:
+        return f"{self.redis_url_base.rstrip('/')}/{self.redis_db}"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CELERY_"))}
+        env.update(
+            DJANGO_SETTINGS_MODULE="platform_site.settings",
+            DEBUG="true",
+            LOG_LEVEL="WARNING",
+            REDIS_URL=self.redis_url,
+            DATABASE_URL=f"{self.postgres_url.rstrip('/')}/{self.database}",
+            VAR_DIR=str(self.tmp / "var"),
+            STT_PROVIDER="fake",
+            TTS_PROVIDER="fake",
+            TOOL_RUNNER="sandbox",
+            LLM_BASE_URL=self.llm_base_url,
+            LLM_API_KEY="sk-bench",
+            SESSION_LIMIT_PER_WORKSPACE=str(self.session_limit),
+            PYTHONUNBUFFERED="1",
+        )
+        return env
+
+    # ------------------------------------------------------------ once per benchmark
+
+    def prepare(self) -> None:
+        """Database, migrations, a workspace key and the fake LLM."""
+        self.flush_redis()
+        with psycopg.connect(f"{self.postgres_url.rstrip('/')}/postgres", autocommit=True) as db:
+            db.execute(f'CREATE DATABASE "{self.database}"')
+        self._database_created = True
+        self._manage("migrate", "--noinput", "-v", "0")
+        created = self._manage(
+            "create_workspace", "Bench", "--owner", "bench@example.com", "--json"
+        )
+        self.publishable_key = json.loads(created.strip().splitlines()[-1])["publishable_key"]
+        self._start_llm()
+
+    def _manage(self, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT, env=self.env(), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"manage.py {args[0]} failed:\n{done.stderr[-2000:]}")
+        return done.stdout
+
+    def _start_llm(self) -> None:
+        child = self._spawn("fake_llm", [sys.executable, str(ROOT / "bench" / "load_llm.py")])
+        deadline = time.monotonic() + 30
+        while "fake LLM on " not in (text := child.log.read_text()):
+            self._check_alive(child, deadline)
+            time.sleep(0.05)
+        self.llm_base_url = text.split("fake LLM on ", 1)[1].split()[0]
+
+    def flush_redis(self) -> None:
+        with redis.Redis.from_url(self.redis_url) as client:
+            client.flushdb()
+
+    # ------------------------------------------------------------ once per run
+
+    def start_web(self, count: int) -> list[Child]:
+        webs = []
+        for _ in range(count):
+            port = free_port()
+            command = [
+                sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                "platform_site.asgi:application",
+            ]  # fmt: skip
+            webs.append(self._spawn("web", command, port=port))
+        deadline = time.monotonic() + 60
+        for web in webs:
+            while not _healthy(web.port):
+                self._check_alive(web, deadline)
+                time.sleep(0.2)
+        return webs
+
+    def start_workers(self) -> list[Child]:
+        command = [
+            sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-Q", "sandbox",
+            "-c", str(self.worker_concurrency), "-l", "INFO", "--without-mingle",
+            "--without-gossip",
+        ]  # fmt: skip
+        worker = self._spawn("worker", command)
+        deadline = time.monotonic() + 60
+        while "ready." not in worker.log.read_text(errors="replace"):
+            self._check_alive(worker, deadline)
+            time.sleep(0.2)
+        return [worker]
+
+    def stop(self, children: list[Child]) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
+        for child in children:
+            try:
+                child.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                child.process.wait(timeout=10)
+            # A Celery child the leader could not reap still belongs to the group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            if child in self.children:
+                self.children.remove(child)
+
+    def close(self, *, keep_logs: bool = False) -> None:
+        self.stop(list(self.children))
+        if keep_logs:
+            print(f"load: the processes' logs are in {self.tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            self.flush_redis()
+        if self._database_created:
+            url = f"{self.postgres_url.rstrip('/')}/postgres"
+            with psycopg.connect(url, autocommit=True) as db:
+                db.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+            self._database_created = False
+
+    # ------------------------------------------------------------ helpers
+
+    def _spawn(self, role: str, command: list[str], *, port: int | None = None) -> Child:
+        log = self.tmp / f"{role}-{len(self.children)}-{time.monotonic_ns()}.log"
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=self.env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        child = Child(role=role, process=process, log=log, port=port)
+        self.children.append(child)
+        return child
+
+    @staticmethod
+    def _check_alive(child: Child, deadline: float) -> None:
+        if child.process.poll() is not None:
+            raise RuntimeError(
+                f"{child.role} exited with {child.process.returncode}:\n{child.tail()}"
+            )
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{child.role} did not start in time:\n{child.tail()}")
+
+
+def _healthy(port: int | None) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
