@@ -45,6 +45,8 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 SECRETS_KEYRING = env_secret("SECRETS_KEYRING")
 # Pepper for the keyed hash of API keys; derived from SECRET_KEY when unset.
 API_KEY_PEPPER = env_secret("API_KEY_PEPPER")
+# Bearer token for /metrics; unset: only direct requests from loopback are answered.
+METRICS_TOKEN = env_secret("METRICS_TOKEN")
 
 INSTALLED_APPS = [
     "daphne",
@@ -126,7 +128,7 @@ REDIS_URL = _redis_url(env_str("REDIS_URL"))
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "platform_site.channel_layer.ResilientRedisChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
         }
     }
@@ -241,6 +243,8 @@ TOOL_RUNNER = env_str("TOOL_RUNNER", "sandbox")
 MAX_TOOL_STEPS = env_int("MAX_TOOL_STEPS", 5, minimum=1)
 CLIENT_TOOL_TIMEOUT_S = env_float("CLIENT_TOOL_TIMEOUT_S", 10.0)
 CONFIGURE_TIMEOUT_S = env_float("CONFIGURE_TIMEOUT_S", 10.0)
+# Seconds a session waits for `resume` after an unclean disconnect.
+SESSION_RESUME_TTL = env_float("SESSION_RESUME_TTL", 120.0)
 
 # Tool sandbox (published in the README's "Sandbox limits").
 SANDBOX_WALL_TIME_S = env_float("SANDBOX_WALL_TIME_S", 30.0)

@@ -5,9 +5,11 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from platform_site import health
+from platform_site.metrics_view import metrics_view
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("secrets_app.urls")),
     path("api/v1/", include("sessions_app.urls")),

@@ -1,9 +1,13 @@
 """One realtime connection, from the handshake to the close, without Channels.
 
 The consumer hands frames in and provides ``send_text``/``send_bytes``/``close``;
-everything else (authorisation, the configure deadline, building the session,
-session limits, records) happens here, so it reads top to bottom and tests
-without a socket where that helps.
+everything else (authorisation, the configure deadline, building or resuming the
+session, session limits) happens here, so it reads top to bottom and tests without a
+socket where that helps.
+
+The session itself lives in a ``SessionHost`` (``sessions_app.resume``), which outlives
+this connection: after an unclean close it waits for ``resume``, on this process or
+another; a clean close (1000 from ``stop()``, 1001 from a page going away) ends it.
 """
 
 from __future__ import annotations
@@ -19,16 +23,33 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from sessions_app import access as access_rules
-from sessions_app import live, protocol
+from sessions_app import live, metrics, protocol, resume
 from sessions_app.orchestrator import VoiceSession
 from sessions_app.records import SessionRecorder
-from sessions_app.session_setup import ConfigureRefused, new_session_ids, session_plan_build
+from sessions_app.session_setup import (
+    ConfigureRefused,
+    SessionPlan,
+    new_session_ids,
+    session_config_restore,
+    session_meta,
+    session_plan_build,
+    session_plan_restore,
+)
 
 logger = logging.getLogger(__name__)
 
 SendText = Callable[[str], Awaitable[None]]
 SendBytes = Callable[[bytes], Awaitable[None]]
 Close = Callable[[int, str], Awaitable[None]]
+
+# The client stopped (1000, as stop() sends) or its page went away (1001, a closed tab or a
+# navigation: nothing there will resume): the session ends at once and frees its place.
+CLEAN_CLOSES = frozenset({1000, 1001})
+CLOSE_RESUME_REFUSED = 4001  # a resume with the wrong token, like a wrong key
+CLOSE_DISPLACED = 1001  # another connection resumed this session
+# A connection over the workspace's session limit may still resume a session that
+# counts already; the browser library sends `resume` first thing after the open.
+RESUME_GRACE_S = 1.0
 
 
 class Connection:
@@ -37,15 +58,19 @@ class Connection:
     ) -> None:
         self._send_text, self._send_bytes, self._close = send_text, send_bytes, close
         self._channel_name = channel_name
-        self._tool_runner: Any = None
         self._codec: protocol.V1Codec | protocol.VoiceIDECodec = protocol.V1Codec()
         self._access: access_rules.Access | None = None
-        self._session: VoiceSession | None = None
+        self._host: resume.SessionHost | None = None
         self._session_id, self._resume_token = new_session_ids()
+        self._lease_id: str | None = None  # this connection's own lease, not yet a session's
         self._recorder = SessionRecorder()
         self._pre_seq = 0  # events sent before the session exists
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
+
+    @property
+    def _session(self) -> VoiceSession | None:
+        return self._host.session if self._host is not None else None
 
     # ---------------------------------------------------------------- from the consumer
 
@@ -63,13 +88,13 @@ class Connection:
             self._access = await database_sync_to_async(access_rules.authorize_connection)(
                 key=query.get("key", ""), origin=origin, agent_slug=query.get("agent") or None
             )
-            await self._acquire_lease()
         except access_rules.ConnectionRefused as refused:
             self._access = None
             await self._refuse(refused.close_code, refused.code, refused.message)
             return
+        await self._acquire_lease()
         self._tasks = [
-            asyncio.create_task(self._configure_deadline()),
+            asyncio.create_task(self._first_message_deadline()),
             asyncio.create_task(self._renew_lease()),
         ]
 
@@ -81,12 +106,12 @@ class Connection:
         except protocol.ProtocolError as error:
             await self._error(error.code, error.message)
             return
-        if self._session is not None:
-            await self._session.handle(message)
+        if self._host is not None:
+            await self._host.handle(message)
         elif isinstance(message, protocol.ConfigureMessage):
             await self._configure(message)
         elif isinstance(message, protocol.ResumeMessage):
-            await self._error("resume_unavailable", "resuming sessions is not available yet")
+            await self._resume(message)
         else:
             await self._error("not_configured", "send configure first")
 
@@ -103,32 +128,48 @@ class Connection:
             await self._session.push_audio(data)
 
     def tool_result(self, message: dict[str, Any]) -> None:
-        """An outcome from a sandbox worker, on this connection's channel."""
-        resolve = getattr(self._tool_runner, "resolve", None)
-        if resolve is not None:
-            resolve(message)
+        """An outcome from a sandbox worker sent to this connection's channel."""
+        if self._host is not None:
+            self._host.tool_result(message)
 
     async def closed(self, code: int | None) -> None:
         self._closing = True
         for task in self._tasks:
             task.cancel()
-        if self._session is not None:
-            await self._session.close()
-        await self._recorder.finish(code)
-        if self._access is not None:
-            await live.release(workspace_id=self._access.workspace.pk, session_id=self._session_id)
+        if self._host is not None:
+            await resume.shielded(self._host.disconnected(self, code, clean=code in CLEAN_CLOSES))
+        await self._release_own_lease()
 
-    # ---------------------------------------------------------------- the session
+    # ---------------------------------------------------------------- as the session's sink
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        if not self._closing:
+            await self._send_text(self._codec.encode(event))
+
+    async def send_audio(self, pcm: bytes) -> None:
+        if not self._closing:
+            await self._send_bytes(pcm)
+
+    async def displace(self) -> None:
+        if not self._closing:
+            self._closing = True
+            await self._close(CLOSE_DISPLACED, "the session was resumed on another connection")
+
+    # ---------------------------------------------------------------- a new session
 
     async def _configure(self, message: protocol.ConfigureMessage) -> None:
         assert self._access is not None
+        if self._lease_id is None and not await self._acquire_lease():
+            await self._refuse_too_many()
+            return
+        channel = await resume.new_channel()
         try:
             plan = await database_sync_to_async(session_plan_build)(
                 access=self._access,
                 configure=message,
                 session_id=self._session_id,
                 resume_token=self._resume_token,
-                reply_channel=self._channel_name,
+                reply_channel=channel or self._channel_name,
             )
         except access_rules.ConnectionRefused as refused:
             await self._refuse(refused.close_code, refused.code, refused.message)
@@ -140,35 +181,166 @@ class Connection:
                 await self._refuse(refused.close_code, refused.code, refused.message)
             return
         self._tasks[0].cancel()  # the configure deadline
-        self._tool_runner = plan.tool_runner
         await self._recorder.start(
             session_id=self._session_id,
             access=self._access,
             mode=plan.config.mode,
             agent=plan.agent,
         )
-        self._session = VoiceSession(
-            config=plan.config,
-            llm=plan.llm,
-            stt=plan.stt,
-            tts=plan.tts,
-            tool_runner=plan.tool_runner,
-            emit=self._emit,
-            on_tool_settled=self._recorder.tool_settled,
-            send_audio=self._send_bytes,
-            first_seq=self._pre_seq,
+        host = self._new_host(channel, self._session_id)
+        session = self._new_session(plan, host, first_seq=self._pre_seq)
+        meta = session_meta(
+            plan, access=self._access, token_digest=resume.token_digest(self._resume_token)
         )
+        await host.begin(session, tool_runner=plan.tool_runner, meta=meta)
+        self._lease_id = None  # the host keeps it: the session has this connection's id
+        self._host = host
+        await host.attach(self, last_seq=self._pre_seq, resume_token=self._resume_token)
+        metrics.session_opened()
         logger.info(
             "session started: workspace=%s mode=%s llm=%s tools=%d",
             self._access.workspace.pk, plan.config.mode, plan.config.llm_name,
             len(plan.config.tools),
         )  # fmt: skip
-        await self._session.start()
+        await session.start()
 
-    async def _emit(self, event: dict[str, Any]) -> None:
-        self._recorder.observe(event)
+    def _new_host(self, channel: str, session_id: str) -> resume.SessionHost:
+        assert self._access is not None
+        return resume.SessionHost(
+            session_id=session_id,
+            workspace_id=self._access.workspace.pk,
+            channel=channel,
+            recorder=self._recorder,
+        )
+
+    def _new_session(
+        self, plan: SessionPlan, host: resume.SessionHost, *, first_seq: int
+    ) -> VoiceSession:
+        return VoiceSession(
+            config=plan.config,
+            llm=plan.llm,
+            stt=plan.stt,
+            tts=plan.tts,
+            tool_runner=plan.tool_runner,
+            emit=host.emit,
+            send_audio=host.send_audio,
+            on_tool_settled=self._recorder.tool_settled,
+            first_seq=first_seq,
+        )
+
+    # ---------------------------------------------------------------- resuming a session
+
+    async def _resume(self, message: protocol.ResumeMessage) -> None:
+        assert self._access is not None
+        self._tasks[0].cancel()  # a handover may take a while; the deadline is re-armed on failure
+        store = resume.resume_store()
+        try:
+            stored = await store.load(message.session_id)
+        except Exception as exc:
+            logger.warning("resume store unavailable: %s", type(exc).__name__)
+            stored = None
+        # Another workspace's session is "unknown" here, whatever the token.
+        if stored is None or stored.meta.get("workspaceId") != self._access.workspace.pk:
+            await self._resume_unavailable()
+            return
+        if not resume.token_matches(message.resume_token, stored.meta.get("tokenDigest", "")):
+            await self._refuse(
+                CLOSE_RESUME_REFUSED, "resume_refused", "the resume token does not match"
+            )
+            return
+        host = resume.local_host(message.session_id)
+        if host is not None and host.session and message.last_seq > host.session.last_seq:
+            # The client counts events this session never sent: attached, it would hear
+            # nothing until the seqs caught up (its own dedupe by seq drops them too).
+            await self._resume_unavailable()
+            return
+        moved = host is None
+        if host is None:
+            host = await self._take_over(message, stored)
+        if host is None or not await self._attach(host, message):
+            await self._resume_unavailable()
+            return
+        if moved:
+            assert host.session is not None
+            await host.session.resume()
+        logger.info(
+            "session resumed: workspace=%s from_another_process=%s",
+            self._access.workspace.pk, moved,
+        )  # fmt: skip
+
+    async def _attach(self, host: resume.SessionHost, message: protocol.ResumeMessage) -> bool:
+        self._host = host
+        if isinstance(self._codec, protocol.VoiceIDECodec):
+            self._codec.session_id = message.session_id
+        attached = await host.attach(
+            self, last_seq=message.last_seq, resume_token=message.resume_token
+        )
+        if not attached:
+            self._host = None
+            return False
+        await self._release_own_lease()  # the resumed session counts already
+        self._session_id = message.session_id
+        return True
+
+    async def _take_over(
+        self, message: protocol.ResumeMessage, stored: resume.StoredSession
+    ) -> resume.SessionHost | None:
+        """Become the owner of a session another process ran (it hands over, or it died),
+        then rebuild it here. None: another process got it first, or it cannot be rebuilt."""
+        store = resume.resume_store()
+        session_id = message.session_id
+        try:
+            config = session_config_restore(stored.meta, resume_token=message.resume_token)
+            channel = await resume.take_over(
+                session_id=session_id, store=store, wait_s=resume.handover_wait_s(config)
+            )
+            latest = await store.load(session_id) if channel is not None else None
+            if channel is None or latest is None:
+                return None
+            events = await store.events_after(session_id, message.last_seq)
+            return await self._rebuild(message, latest, events, channel)
+        except Exception as exc:
+            logger.warning("session %s: taking over failed: %s", session_id, type(exc).__name__)
+            return None
+
+    async def _rebuild(
+        self,
+        message: protocol.ResumeMessage,
+        stored: resume.StoredSession,
+        events: list[dict[str, Any]],
+        channel: str,
+    ) -> resume.SessionHost:
+        assert self._access is not None
+        plan = await asyncio.to_thread(
+            session_plan_restore,
+            meta=stored.meta,
+            resume_token=message.resume_token,
+            reply_channel=channel or self._channel_name,
+        )
+        self._recorder = SessionRecorder()
+        await self._recorder.resume(
+            session_id=message.session_id, workspace_id=self._access.workspace.pk
+        )
+        host = self._new_host(channel, message.session_id)
+        # Never reuse a seq the client may have seen: the old process may have sent
+        # events that its last write did not bring to the store.
+        last_seq = max(
+            int(stored.state.get("seq", 0)),
+            events[-1]["seq"] if events else 0,
+            message.last_seq,
+        )
+        session = self._new_session(plan, host, first_seq=last_seq)
+        session.restore(stored.state)
+        await host.begin(session, tool_runner=plan.tool_runner, events=events)
+        metrics.SESSIONS_LIVE.inc()  # it moved here; the old process counted it until now
+        return host
+
+    async def _resume_unavailable(self) -> None:
+        # The socket stays open: the browser library gives up on this error and closes it,
+        # and a client of its own may send `configure` for a new session instead.
+        await self._error("resume_unavailable", "this session ended or expired; start a new one")
         if not self._closing:
-            await self._send_text(self._codec.encode(event))
+            self._tasks[0] = asyncio.create_task(self._first_message_deadline())
 
     # ---------------------------------------------------------------- errors and limits
 
@@ -184,6 +356,7 @@ class Connection:
             "code": code,
             "message": message,
         }
+        metrics.observe_event(event)
         await self._send_text(self._codec.encode(event))
 
     async def _refuse(self, close_code: int, code: str, message: str) -> None:
@@ -194,34 +367,56 @@ class Connection:
         self._closing = True
         await self._close(close_code, message[:120])
 
-    async def _configure_deadline(self) -> None:
+    async def _first_message_deadline(self) -> None:
+        if self._lease_id is None:
+            await asyncio.sleep(RESUME_GRACE_S)
+            if self._host is None:
+                await self._refuse_too_many()
+            return
         await asyncio.sleep(settings.CONFIGURE_TIMEOUT_S)
-        if self._session is None:
+        if self._host is None:
             await self._refuse(
                 access_rules.CLOSE_NO_CONFIGURE,
                 "configure_timeout",
                 f"no configure within {settings.CONFIGURE_TIMEOUT_S:g} s",
             )
 
-    async def _acquire_lease(self) -> None:
+    def _limit(self) -> int:
         assert self._access is not None
         workspace = self._access.workspace
-        limit = workspace.session_limit or settings.SESSION_LIMIT_PER_WORKSPACE
+        return int(workspace.session_limit or settings.SESSION_LIMIT_PER_WORKSPACE)
+
+    async def _acquire_lease(self) -> bool:
+        assert self._access is not None
         granted = await live.acquire(
-            workspace_id=workspace.pk, session_id=self._session_id, limit=limit
+            workspace_id=self._access.workspace.pk,
+            session_id=self._session_id,
+            limit=self._limit(),
         )
-        if not granted:
-            raise access_rules.ConnectionRefused(
-                access_rules.CLOSE_TOO_MANY,
-                "too_many_sessions",
-                f"this workspace already has {limit} sessions open",
-            )
+        if granted:
+            self._lease_id = self._session_id
+        return granted
+
+    async def _refuse_too_many(self) -> None:
+        await self._refuse(
+            access_rules.CLOSE_TOO_MANY,
+            "too_many_sessions",
+            f"this workspace already has {self._limit()} sessions open",
+        )
+
+    async def _release_own_lease(self) -> None:
+        lease_id, self._lease_id = self._lease_id, None
+        if lease_id is not None and self._access is not None:
+            with contextlib.suppress(Exception):
+                await live.release(workspace_id=self._access.workspace.pk, session_id=lease_id)
 
     async def _renew_lease(self) -> None:
+        """Until a session takes it over, this connection's own lease must not lapse."""
         assert self._access is not None
         while True:
             await asyncio.sleep(live.LEASE_S / 3)
-            with contextlib.suppress(Exception):
-                await live.renew(
-                    workspace_id=self._access.workspace.pk, session_id=self._session_id
-                )
+            if self._lease_id is not None:
+                with contextlib.suppress(Exception):
+                    await live.renew(
+                        workspace_id=self._access.workspace.pk, session_id=self._lease_id
+                    )

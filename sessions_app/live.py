@@ -3,6 +3,10 @@
 With Redis: a sorted set per workspace (member = session id, score = lease expiry),
 refreshed by each live session; a crashed process's sessions expire with their lease.
 Without Redis (embedded, one process): the same in memory.
+
+A session keeps its lease while it waits for ``resume`` after an unclean disconnect (it
+still holds its state and may still be running a turn); the process that resumes it
+``adopt``s the same lease, so a resumed session never counts twice.
 """
 
 from __future__ import annotations
@@ -29,11 +33,15 @@ _memory: dict[int, dict[str, float]] = {}
 _clients: dict[Any, aioredis.Redis] = {}
 
 
-def _client() -> aioredis.Redis:
+def redis_client() -> aioredis.Redis:
+    """This event loop's client for ``settings.REDIS_URL`` (a client is bound to its loop)."""
     loop = asyncio.get_running_loop()
     if loop not in _clients:
         _clients[loop] = aioredis.Redis.from_url(settings.REDIS_URL)
     return _clients[loop]
+
+
+_client = redis_client
 
 
 def _key(workspace_id: int) -> str:
@@ -50,7 +58,7 @@ async def acquire(*, workspace_id: int, session_id: str, limit: int) -> bool:
             return False
         leases[session_id] = now + LEASE_S
         return True
-    granted = await _client().eval(
+    granted = await redis_client().eval(
         _ACQUIRE, 1, _key(workspace_id), now, now + LEASE_S, limit, session_id, int(LEASE_S * 2)
     )
     return bool(granted)
@@ -61,18 +69,30 @@ async def renew(*, workspace_id: int, session_id: str) -> None:
     if not settings.REDIS_URL:
         _memory.setdefault(workspace_id, {})[session_id] = expiry
         return
-    await _client().zadd(_key(workspace_id), {session_id: expiry}, xx=True)
+    await redis_client().zadd(_key(workspace_id), {session_id: expiry}, xx=True)
+
+
+async def adopt(*, workspace_id: int, session_id: str) -> None:
+    """Take over the lease of a session resumed from another process, without a limit check:
+    it has counted all along (only a lease that already expired is added back)."""
+    expiry = time.time() + LEASE_S
+    if not settings.REDIS_URL:
+        _memory.setdefault(workspace_id, {})[session_id] = expiry
+        return
+    client = redis_client()
+    await client.zadd(_key(workspace_id), {session_id: expiry})
+    await client.expire(_key(workspace_id), int(LEASE_S * 2))
 
 
 async def release(*, workspace_id: int, session_id: str) -> None:
     if not settings.REDIS_URL:
         _memory.get(workspace_id, {}).pop(session_id, None)
         return
-    await _client().zrem(_key(workspace_id), session_id)
+    await redis_client().zrem(_key(workspace_id), session_id)
 
 
 async def count(*, workspace_id: int) -> int:
     now = time.time()
     if not settings.REDIS_URL:
         return sum(1 for expiry in _memory.get(workspace_id, {}).values() if expiry > now)
-    return int(await _client().zcount(_key(workspace_id), now, "+inf"))
+    return int(await redis_client().zcount(_key(workspace_id), now, "+inf"))

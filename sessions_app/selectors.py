@@ -22,6 +22,8 @@ def agent_get(*, workspace: Workspace, slug: str) -> Agent:
 
 
 def agent_find(*, workspace: Workspace, slug: str) -> Agent | None:
+    if "\x00" in slug:  # never in a slug, and PostgreSQL refuses it in a query
+        return None
     return Agent.objects.filter(workspace=workspace, slug=slug).first()
 
 

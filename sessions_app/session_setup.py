@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from django.conf import settings
@@ -42,6 +42,10 @@ class SessionPlan:
     stt: STT | None
     tts: TTS | None
     tool_runner: ToolRunner
+    # What rebuilds the providers when the session resumes in another process.
+    stt_name: str | None = None
+    tts_name: str | None = None
+    llm_model: str | None = None
 
 
 def new_session_ids() -> tuple[str, str]:
@@ -180,7 +184,8 @@ def session_plan_build(
         return value if value is not None else default
 
     mode = pick("mode", agent.mode if agent else "voice")
-    llm, llm_name = _llm(agent.llm_model if agent and agent.llm_model else None)
+    llm_model = agent.llm_model if agent and agent.llm_model else None
+    llm, llm_name = _llm(llm_model)
     speaks = mode == "voice"
     stt_name = (agent.stt_provider if agent else "") or settings.STT_PROVIDER
     tts_name = (agent.tts_provider if agent else "") or settings.TTS_PROVIDER
@@ -207,4 +212,55 @@ def session_plan_build(
         stt=_speech("stt", stt_name) if speaks else None,
         tts=_speech("tts", tts_name) if speaks else None,
         tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
+        stt_name=stt_name if speaks else None,
+        tts_name=tts_name if speaks else None,
+        llm_model=llm_model,
+    )
+
+
+# ---------------------------------------------------------------- resumed sessions
+
+
+def session_meta(plan: SessionPlan, *, access: Access, token_digest: str) -> dict[str, Any]:
+    """What another process needs to rebuild this session (JSON data, no resume token)."""
+    config = {f.name: getattr(plan.config, f.name) for f in fields(SessionConfig)}
+    config["tools"] = [asdict(tool) for tool in plan.config.tools]
+    config["resume_token"] = ""
+    return {
+        "tokenDigest": token_digest,
+        "workspaceId": access.workspace.pk,
+        "config": config,
+        "stt": plan.stt_name,
+        "tts": plan.tts_name,
+        "llmModel": plan.llm_model,
+    }
+
+
+def session_config_restore(meta: dict[str, Any], *, resume_token: str) -> SessionConfig:
+    data = dict(meta["config"])
+    known = {f.name for f in fields(ToolDefinition)}
+    data["tools"] = [
+        ToolDefinition(**{k: v for k, v in tool.items() if k in known}) for tool in data["tools"]
+    ]
+    data["resume_token"] = resume_token
+    return SessionConfig(**{f.name: data[f.name] for f in fields(SessionConfig) if f.name in data})
+
+
+def session_plan_restore(
+    *, meta: dict[str, Any], resume_token: str, reply_channel: str = ""
+) -> SessionPlan:
+    """The plan of a session resumed in this process: its config as it was accepted, fresh
+    providers (settings as they are now), tool results on ``reply_channel``."""
+    config = session_config_restore(meta, resume_token=resume_token)
+    llm, _llm_name = _llm(meta.get("llmModel"))
+    return SessionPlan(
+        config=config,
+        agent=None,
+        llm=llm,
+        stt=_speech("stt", meta["stt"]) if meta.get("stt") else None,
+        tts=_speech("tts", meta["tts"]) if meta.get("tts") else None,
+        tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
+        stt_name=meta.get("stt"),
+        tts_name=meta.get("tts"),
+        llm_model=meta.get("llmModel"),
     )

@@ -9,11 +9,14 @@ runs in a thread of this process.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from dataclasses import asdict
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from kombu.exceptions import OperationalError
 
 from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
 from sessions_app.services import session_record_tool_log
@@ -21,6 +24,9 @@ from tools_app import tasks
 from tools_app.services import ToolRun
 
 DEADLINE_MARGIN_S = 2.0  # queueing and the trip back, on top of the handler's own limit
+UNAVAILABLE = "the tool service is unavailable right now (try again in a moment)"
+
+logger = logging.getLogger(__name__)
 
 
 class SandboxToolRunner(ToolRunner):
@@ -57,16 +63,28 @@ class SandboxToolRunner(ToolRunner):
         future: asyncio.Future[ToolOutcome] = asyncio.get_running_loop().create_future()
         self._pending[invocation.call_id] = future
         try:
-            await asyncio.to_thread(
-                tasks.execute.apply_async, args=(payload, self._reply_channel), queue="sandbox"
-            )
+            await asyncio.to_thread(self._enqueue, payload, deadline)
             return await asyncio.wait_for(future, timeout=deadline)
         except TimeoutError:
             return ToolOutcome(
                 status="timed_out", error=f"the tool did not answer within {deadline:g} s"
             )
+        except OperationalError as exc:  # the broker (Redis) cannot be reached
+            logger.warning("tool call not queued: %s", type(exc).__name__)
+            return ToolOutcome(status="failed", error=UNAVAILABLE)
         finally:
             self._pending.pop(invocation.call_id, None)
+
+    def _enqueue(self, payload: dict[str, Any], deadline: float) -> None:
+        # Once the session stops waiting, the call must not run: a message still queued
+        # then (no worker was free, or a killed worker held it unstarted) expires, and a
+        # started handler gets only the time left before that moment.
+        tasks.execute.apply_async(
+            args=(payload, self._reply_channel),
+            kwargs={"not_after": time.time() + deadline},
+            queue="sandbox",
+            expires=deadline,
+        )
 
     def resolve(self, message: dict[str, Any]) -> None:
         """A ``tool.result`` from a worker; late or unknown ones are dropped."""

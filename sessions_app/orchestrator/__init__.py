@@ -11,8 +11,8 @@ known) followed by ``INTERRUPTED_MARK``.
 
 Modules: ``config`` (what a session is given, ``TurnMetrics``), ``core`` (shared state,
 events, tasks), ``speech`` (speech out, what the user heard), ``tools`` (tool calls),
-``turns`` (the turn lifecycle, interruption), ``session`` (``VoiceSession``: the
-consumer's entry points, speech in).
+``turns`` (the turn lifecycle, interruption), ``resumable`` (snapshot and restore, settling
+before a handover), ``session`` (``VoiceSession``: the consumer's entry points, speech in).
 """
 
 from __future__ import annotations

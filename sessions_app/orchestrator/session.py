@@ -10,7 +10,7 @@ from typing import Any
 from sessions_app import protocol
 from sessions_app.orchestrator.config import render_template
 from sessions_app.orchestrator.core import closing_stream, log_failure
-from sessions_app.orchestrator.turns import Turns
+from sessions_app.orchestrator.resumable import Resumable
 from sessions_app.providers.base import (
     FinalTranscript,
     PartialTranscript,
@@ -29,7 +29,7 @@ _WORD = re.compile(r"[a-z0-9']+")
 _EARLY_AUDIO_MAX = 500  # frames kept while the recogniser connects (10 s of 20 ms frames)
 
 
-class VoiceSession(Turns):
+class VoiceSession(Resumable):
     """One realtime conversation; see the package docstring.
 
     The constructor (``SessionCore.__init__``) takes the config, the providers, and the
@@ -63,6 +63,12 @@ class VoiceSession(Turns):
         if greeting:
             await self._emit("greeting", {"text": greeting})
             await self._greet(greeting)
+
+    async def resume(self) -> None:
+        """Go on after ``restore`` in another process: no ``ready``, no greeting."""
+        await self.report_lost_calls()
+        if self.config.mode == "voice":
+            await self._open_stt()
 
     async def handle(self, message: protocol.ClientMessage) -> None:
         if self._closed:

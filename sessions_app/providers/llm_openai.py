@@ -165,10 +165,14 @@ class OpenAICompatibleLLM(LLM):
             # Some gateways ignore ``stream: true`` for some models and answer in one body.
             for delta in state.feed_completion(_parse_json(await response.aread())):
                 yield delta
+        elif content_type.startswith("text/html"):  # a proxy's page or a wrong base URL
+            raise _not_a_stream(content_type)
         else:
             async for payload in _sse_payloads(response.aiter_bytes()):
                 for delta in state.feed_payload(payload):
                     yield delta
+            if not state.saw_chunk and not content_type.startswith("text/event-stream"):
+                raise _not_a_stream(content_type)
             state.check_complete(clean_end_is_complete=self.flavor == "assemblyai")
         for event in state.final_events():
             yield event
@@ -425,6 +429,15 @@ def _int_usage(usage: Any) -> dict[str, int]:
 
 def _malformed(message: str) -> ProviderError:
     return ProviderError(message, code=ERROR_CODE, retryable=False)
+
+
+def _not_a_stream(content_type: str) -> ProviderError:
+    # The media type only (bounded); the body is never quoted.
+    media_type = content_type.split(";", 1)[0].strip()[:60] or "no content type"
+    logger.warning("LLM provider answered %s instead of an event stream", media_type)
+    return _malformed(
+        f"the LLM provider answered with {media_type}, not an event stream (check LLM_BASE_URL)"
+    )
 
 
 async def _raise_for_status(response: httpx.Response) -> None:

@@ -17,8 +17,8 @@ steps, played in order::
         assert server.requests[0].json["model"] == "gpt-4o-mini"
 
 Streaming steps send their HTTP headers first, lazily, so ``Delay`` or ``Cut`` before
-any of them happen before the status line. ``HttpError`` and ``JsonBody`` are whole
-responses and must come before any streaming step.
+any of them happen before the status line. ``HttpError``, ``JsonBody`` and ``PlainBody``
+are whole responses and must come before any streaming step.
 
 Run it on its own for other processes (it then echoes the last user message)::
 
@@ -145,6 +145,15 @@ class JsonBody:
     status: int = 200
 
 
+@dataclass(frozen=True)
+class PlainBody:
+    """A whole response of any content type: a proxy's HTML page, a login wall, plain text."""
+
+    data: bytes
+    status: int = 200
+    content_type: str = "text/html; charset=utf-8"
+
+
 Step = (
     Text
     | Echo
@@ -160,6 +169,7 @@ Step = (
     | Cut
     | HttpError
     | JsonBody
+    | PlainBody
 )
 StepLike = Step | Iterable[Step]
 
@@ -301,7 +311,7 @@ class _Response:
             elif isinstance(step, Cut):
                 self.writer.transport.abort()
                 return False
-            elif isinstance(step, HttpError | JsonBody):
+            elif isinstance(step, HttpError | JsonBody | PlainBody):
                 if self.started:
                     raise ValueError(f"{step!r} must come before any streaming step")
                 await self._send_whole(step)
@@ -314,7 +324,10 @@ class _Response:
         await self.writer.drain()
         return True
 
-    async def _send_whole(self, step: HttpError | JsonBody) -> None:
+    async def _send_whole(self, step: HttpError | JsonBody | PlainBody) -> None:
+        if isinstance(step, PlainBody):
+            await send_body(self.writer, step.status, step.data, step.content_type)
+            return
         body = step.body
         if isinstance(step, HttpError) and body is None:
             kind = step.type or ("server_error" if step.status >= 500 else "invalid_request_error")
@@ -409,14 +422,19 @@ class _Response:
 
 
 async def send_json(writer: asyncio.StreamWriter, status: int, body: Any) -> None:
-    payload = json.dumps(body).encode()
+    await send_body(writer, status, json.dumps(body).encode(), "application/json")
+
+
+async def send_body(
+    writer: asyncio.StreamWriter, status: int, payload: bytes, content_type: str
+) -> None:
     try:
         reason = HTTPStatus(status).phrase
     except ValueError:
         reason = "Unknown"
     writer.write(
         f"HTTP/1.1 {status} {reason}\r\n"
-        f"Content-Type: application/json\r\n"
+        f"Content-Type: {content_type}\r\n"
         f"Content-Length: {len(payload)}\r\n\r\n".encode()
         + payload
     )

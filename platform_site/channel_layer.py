@@ -1,0 +1,61 @@
+"""channels-redis, made to keep WebSocket sessions alive through Redis trouble.
+
+A consumer waits on its channel (tool outcomes from sandbox workers arrive there) next
+to its socket, and Channels ends the whole connection if that wait raises. Two things
+made it raise although nothing was wrong with the session:
+
+- redis-py 8 reads with a 5 s socket timeout by default, and channels-redis waits on
+  its channel with a blocking pop of 5 s: every idle session died after about 5 s with
+  ``TimeoutError``. The read timeout here is longer than the blocking pop.
+- While Redis is down or restarting, every wait raised at once, ending every live
+  session of the process. Here a wait that fails on the connection waits a little and
+  tries again; the session goes on (only what needs Redis, such as server tools, fails
+  meanwhile, each with its own error), and messages resume when Redis is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from channels_redis.core import RedisChannelLayer
+from channels_redis.utils import decode_hosts
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+logger = logging.getLogger(__name__)
+
+RETRY_FIRST_S = 0.2
+RETRY_MAX_S = 2.0
+WARN_EVERY_S = 30.0
+
+
+class ResilientRedisChannelLayer(RedisChannelLayer):
+    def __init__(self, hosts: Any = None, **options: Any) -> None:
+        read_timeout = self.brpop_timeout + 10
+        hosts = [{"socket_timeout": read_timeout, **host} for host in decode_hosts(hosts)]
+        super().__init__(hosts=hosts, **options)
+        self._last_warning = -WARN_EVERY_S
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                message: dict[str, Any] = await super().receive(channel)
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                self._warn(exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            return message
+
+    def _warn(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        if now - self._last_warning >= WARN_EVERY_S:  # once per outage, not once per session
+            self._last_warning = now
+            logger.warning(
+                "channel layer: Redis unreachable (%s); sessions wait and retry",
+                type(exc).__name__,
+            )

@@ -1,0 +1,143 @@
+"""Prometheus metrics of the realtime sessions in this process; the one module that defines them.
+
+They are fed from what a session emits (``observe_event``) and from the connection's
+open and close (``session_opened`` / ``session_closed``), so the orchestrator knows
+nothing about them. Labels take values from fixed sets only: never a workspace, an
+agent, a tool name or any text, so a scrape shows nothing about any tenant.
+
+Each process (every daphne) has its own registry: scrape each process, and let
+Prometheus sum across them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.exposition import choose_encoder
+
+logger = logging.getLogger(__name__)
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+
+OTHER = "other"
+
+# The `error` codes of the protocol (README); anything else is counted as "other".
+ERROR_CODES = frozenset({
+    "bad_json", "bad_message", "unknown_type", "invalid", "frame_too_large", "not_configured",
+    "not_voice_mode", "already_configured", "unknown_tool_call", "resume_unavailable",
+    "resume_refused", "service_unavailable",
+    "llm_failed", "stt_failed", "tts_failed", "internal",
+    "configure_timeout", "bad_protocol", "invalid_key", "secret_key_refused",
+    "origin_not_allowed", "agent_not_allowed", "inline_config_refused", "too_many_sessions",
+})  # fmt: skip
+TURN_OUTCOMES = frozenset({"completed", "cancelled", "failed"})
+TOOL_OUTCOMES = frozenset({"completed", "failed", "timed_out", "cancelled"})
+# `metrics` event field → stage label.
+STAGES = {
+    "endOfUtteranceMs": "end_of_utterance",
+    "sttFinalMs": "stt_final",
+    "llmFirstTokenMs": "llm_first_token",
+    "ttsFirstByteMs": "tts_first_byte",
+    "firstAudioMs": "first_audio",
+    "turnMs": "turn",
+}
+# Seconds, from 10 ms to 10 s: where voice latencies live.
+STAGE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+SESSIONS_LIVE = Gauge(
+    "voice_sessions_live", "Realtime sessions open in this process.", registry=REGISTRY
+)
+SESSIONS_STARTED = Counter(
+    "voice_sessions_started", "Realtime sessions configured and started.", registry=REGISTRY
+)
+SESSIONS_ENDED = Counter(
+    "voice_sessions_ended",
+    "Realtime sessions ended, by WebSocket close code.",
+    ["close_code"],
+    registry=REGISTRY,
+)
+TURNS = Counter("voice_turns", "Assistant turns, by outcome.", ["outcome"], registry=REGISTRY)
+TOOL_CALLS = Counter(
+    "voice_tool_calls", "Tool calls (server and client), by outcome.", ["outcome"],
+    registry=REGISTRY,
+)  # fmt: skip
+STAGE_SECONDS = Histogram(
+    "voice_turn_stage_seconds",
+    "Latency of each stage of a turn, from the turn's metrics event.",
+    ["stage"],
+    buckets=STAGE_BUCKETS,
+    registry=REGISTRY,
+)
+ERRORS = Counter(
+    "voice_errors", "error events sent to clients, by code.", ["code"], registry=REGISTRY
+)
+
+# Pre-create the series, so a dashboard shows 0 rather than nothing before the first event.
+for _outcome in TURN_OUTCOMES:
+    TURNS.labels(_outcome)
+for _outcome in TOOL_OUTCOMES:
+    TOOL_CALLS.labels(_outcome)
+
+
+def _known(value: Any, allowed: frozenset[str]) -> str:
+    return value if isinstance(value, str) and value in allowed else OTHER
+
+
+def _close_code_label(close_code: int | None) -> str:
+    if close_code is None:
+        return "none"
+    # Standard codes and ours (4000-4099): a bounded set of numbers, never free text.
+    if isinstance(close_code, int) and (1000 <= close_code <= 1015 or 4000 <= close_code <= 4099):
+        return str(close_code)
+    return OTHER
+
+
+def session_opened() -> None:
+    SESSIONS_STARTED.inc()
+    SESSIONS_LIVE.inc()
+
+
+def session_closed(close_code: int | None) -> None:
+    SESSIONS_LIVE.dec()
+    SESSIONS_ENDED.labels(_close_code_label(close_code)).inc()
+
+
+def observe_event(event: dict[str, Any]) -> None:
+    """Count one server event. Never raises: metrics must not break a session."""
+    try:
+        _observe(event)
+    except Exception as exc:
+        logger.error("metrics: could not observe an event: %s", type(exc).__name__)
+
+
+def _observe(event: dict[str, Any]) -> None:
+    kind = event.get("type")
+    if kind == "metrics":
+        TURNS.labels(_known(event.get("outcome"), TURN_OUTCOMES)).inc()
+        for field, stage in STAGES.items():
+            value = event.get(field)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                STAGE_SECONDS.labels(stage).observe(value / 1000)
+    elif kind == "tool_status":
+        status = event.get("status")
+        if status != "started":
+            TOOL_CALLS.labels(_known(status, TOOL_OUTCOMES)).inc()
+    elif kind == "error":
+        ERRORS.labels(_known(event.get("code"), ERROR_CODES)).inc()
+
+
+def exposition(accept: str) -> tuple[bytes, str]:
+    """This process's metrics in the format ``accept`` asks for (Prometheus text by default)."""
+    encoder, content_type = choose_encoder(accept)
+    return encoder(REGISTRY), content_type

@@ -1,0 +1,94 @@
+"""What a session is made of when it moves: a snapshot, and settling before a handover.
+
+The snapshot is plain JSON data (history, variables, the turn and call counters, the
+tool calls still running); whoever keeps it serialises it at once, since the session
+goes on changing the objects it refers to. ``restore`` puts it into a freshly built
+session of another process; ``seq`` is not restored here, because the caller knows
+more (the events the old process logged after its snapshot, the client's ``lastSeq``)
+and passes the session's next seq as ``first_seq``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from sessions_app.orchestrator.turns import Turns
+
+LOST_CALL_ERROR = "interrupted: the session moved to another server while the tool ran"
+
+
+class Resumable(Turns):
+    _lost_calls: list[tuple[str, str]]
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state a resumed session goes on from (refers to live objects: serialise now)."""
+        return {
+            "seq": self._seq,
+            "history": self._history,
+            "variables": self._variables,
+            "turnIds": self._turn_ids,
+            "usedCallIds": sorted(self._used_call_ids),
+            "pendingCalls": self._pending_calls(),
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Take over a snapshot's state (before ``resume``)."""
+        self._history = list(snapshot.get("history") or [])
+        self._variables = dict(snapshot.get("variables") or {})
+        self._turn_ids = int(snapshot.get("turnIds") or 0)
+        self._used_call_ids = set(snapshot.get("usedCallIds") or [])
+        self._lost_calls = [(c["callId"], c["name"]) for c in snapshot.get("pendingCalls") or []]
+        lost = {call_id for call_id, _name in self._lost_calls}
+        for message in self._history:
+            if message.get("role") == "tool" and message.get("tool_call_id") in lost:
+                message["content"] = json.dumps({"error": LOST_CALL_ERROR})
+        self._audio_ready.set()  # the client could play audio before it moved
+
+    async def report_lost_calls(self) -> None:
+        """Calls that were running when their process went away end as failed for the client."""
+        lost, self._lost_calls = getattr(self, "_lost_calls", []), []
+        for call_id, name in lost:
+            await self._tool_status(call_id, name, "failed")
+
+    async def settle(self, within_s: float) -> None:
+        """Before a handover: let the turn and running server tools finish, up to ``within_s``.
+
+        A turn waiting for a client tool is not waited for (its client is reconnecting
+        elsewhere); whatever still runs then is interrupted, so history holds what the
+        user got.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        while (remaining := deadline - loop.time()) > 0:
+            running = {task for task in self._background if not task.done()}
+            turn = self._turn
+            if (
+                turn is not None
+                and turn.task is not None
+                and not turn.task.done()
+                and not turn.client_calls
+                and not turn.awaiting_audio
+            ):
+                running.add(turn.task)
+            if not running:
+                break
+            # Re-check now and then: a turn may start waiting for a client tool.
+            await asyncio.wait(running, timeout=min(remaining, 0.1))
+        async with self._control_lock:
+            await self._interrupt("handover", None)
+
+    def _pending_calls(self) -> list[dict[str, str]]:
+        if not self._tool_started:
+            return []
+        names = {
+            call["id"]: call["function"]["name"]
+            for message in self._history
+            for call in message.get("tool_calls") or ()
+        }
+        return [
+            {"callId": call_id, "name": names.get(call_id, "")}
+            for call_id in self._tool_started
+            if call_id in names
+        ]

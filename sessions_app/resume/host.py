@@ -1,0 +1,425 @@
+"""A session's home in this process: it outlives the sockets that come and go.
+
+The host owns the ``VoiceSession`` and what it needs outside the orchestrator: the
+session's record, its lease on the workspace's session limit, its channel (tool results
+from sandbox workers, handover requests from other web processes), and its copy of the
+outgoing events in the resume store. A socket is a ``Sink`` attached to it.
+
+- Unclean disconnect: the host stays, detached, for ``SESSION_RESUME_TTL``; the session
+  goes on with a running turn or tool call and its events are logged, not sent.
+- ``resume`` on this process: ``attach`` sends what the client missed, then goes live.
+- ``resume`` on another process: that process asks this host to hand over; the host
+  lets the turn and running server tools finish (within their deadlines), writes the
+  final snapshot, and stops without ending the session or its record.
+- Clean close, or the TTL passes: ``end``: the session, its record and its state end.
+
+Store writes are batched by one task per host, so neither audio nor events wait for
+Redis; a state snapshot rides along whenever an event that changes state was emitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any, Literal, Protocol
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from sessions_app import live, metrics, protocol
+from sessions_app.orchestrator import SERVER_TOOL_GRACE_S, SessionConfig, VoiceSession
+from sessions_app.records import SessionRecorder
+from sessions_app.resume.store import EVENTS_KEPT, ResumeStore, resume_store
+
+logger = logging.getLogger(__name__)
+
+OWNER_TTL_S = 15.0  # a killed process's sessions can be taken over after this
+KEEP_EVERY_S = 5.0
+TURN_SETTLE_S = 10.0  # how long a handover waits for a turn without server tools
+# Events after which the snapshot is written again.
+STATE_EVENTS = frozenset(
+    {"ready", "greeting", "turn", "tool_call", "tool_status", "chat", "cancelled", "reset",
+     "metrics"}
+)  # fmt: skip
+
+# Sessions run by this process, by id. Module level on purpose: a session outlives the
+# connection (and consumer) that started it, and a resume on this process finds it here.
+_hosts: dict[str, SessionHost] = {}
+# Tasks nothing else holds (a handover, a cleanup that outlives its consumer).
+_unowned: set[asyncio.Task[Any]] = set()
+
+
+class Sink(Protocol):
+    """A socket a session is attached to."""
+
+    async def send_event(self, event: dict[str, Any]) -> None: ...
+
+    async def send_audio(self, pcm: bytes) -> None: ...
+
+    async def displace(self) -> None:
+        """Another connection resumed the session: close this one."""
+
+
+def local_host(session_id: str) -> SessionHost | None:
+    return _hosts.get(session_id)
+
+
+async def hosts_end_all(close_code: int | None = None) -> None:
+    """End every session of this process (tests, shutdown)."""
+    for host in list(_hosts.values()):
+        await host.end(close_code)
+
+
+def _run_unowned(coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+    task = asyncio.create_task(coroutine, name=name)
+    _unowned.add(task)
+    task.add_done_callback(_unowned.discard)
+    return task
+
+
+async def shielded(coroutine: Coroutine[Any, Any, None]) -> None:
+    """Run ``coroutine`` to its end even if the caller is cancelled: a consumer that the
+    server cancels (at shutdown, or after its close timeout) must still end or detach
+    its session, else the session's state and record would be left half done."""
+    await asyncio.shield(_run_unowned(coroutine, "session-host cleanup"))
+
+
+async def new_channel() -> str:
+    """A channel of this process for one session (tool results, handover requests)."""
+    layer = get_channel_layer()
+    return await layer.new_channel() if layer is not None else ""
+
+
+def handover_wait_s(config: SessionConfig) -> float:
+    """How long a handover may take: the turn, or the slowest server tool, finishing."""
+    deadlines = [
+        (tool.timeout_s or config.client_tool_timeout) + SERVER_TOOL_GRACE_S
+        for tool in config.tools
+        if not tool.client
+    ]
+    return max([TURN_SETTLE_S, *deadlines])
+
+
+def attached_ttl() -> float:
+    # While a socket is attached the state is renewed; a killed process's sessions then
+    # stay resumable for about SESSION_RESUME_TTL after its last renewal.
+    return float(settings.SESSION_RESUME_TTL) + OWNER_TTL_S
+
+
+class SessionHost:
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        workspace_id: int,
+        channel: str,
+        recorder: SessionRecorder,
+        store: ResumeStore | None = None,
+    ) -> None:
+        self.session_id, self.workspace_id, self.channel = session_id, workspace_id, channel
+        self.session: VoiceSession | None = None
+        self._recorder = recorder
+        self._store = store or resume_store()
+        self._tool_runner: Any = None
+        self._state: Literal["new", "running", "handing_over", "moved", "ended"] = "new"
+        self._sink: Sink | None = None
+        self._sent_seq = 0
+        self._send_lock = asyncio.Lock()  # replay and live events go out in seq order
+        self._log: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEPT)
+        self._unwritten: list[dict[str, Any]] = []
+        self._dirty = False
+        self._wake = asyncio.Event()
+        self._write_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._expiry: asyncio.Task[None] | None = None
+        self._detached_code: int | None = None
+        self._detached_until: float | None = None  # loop time
+        self._handover_replies: list[str] = []
+        self._handover: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def sink(self) -> Sink | None:
+        return self._sink
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def begin(
+        self,
+        session: VoiceSession,
+        *,
+        tool_runner: Any,
+        meta: dict[str, Any] | None = None,
+        events: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Run ``session`` here: a new one (``meta`` given) or one taken over (``events``:
+        what it sent before, for clients that missed some)."""
+        self.session, self._tool_runner = session, tool_runner
+        self._log.extend(events or [])
+        self._state = "running"
+        _hosts[self.session_id] = self
+        try:
+            if meta is not None:
+                state = json.dumps(session.snapshot())
+                await self._store.create(
+                    self.session_id, meta=json.dumps(meta), state=state, ttl=attached_ttl()
+                )
+            else:
+                await live.adopt(workspace_id=self.workspace_id, session_id=self.session_id)
+        except Exception as exc:  # the session works; only resuming it may not
+            logger.error("session %s: resume store failed: %s", self.session_id, type(exc).__name__)
+        self._tasks = [
+            asyncio.create_task(self._write_loop(), name="session-host writer"),
+            asyncio.create_task(self._keep(), name="session-host keeper"),
+        ]
+        if self.channel:
+            self._tasks.append(asyncio.create_task(self._listen(), name="session-host channel"))
+
+    async def attach(self, sink: Sink, *, last_seq: int, resume_token: str) -> bool:
+        """Send ``sink`` every logged event after ``last_seq``, then the live ones.
+
+        False: the session is no longer here (it ended, or another process took it).
+        """
+        if self._state != "running":
+            return False
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        self._detached_until = None
+        async with self._send_lock:
+            previous, self._sink = self._sink, None
+            if previous is not None and previous is not sink:
+                with contextlib.suppress(Exception):
+                    await previous.displace()
+            missed = [event for event in self._log if event["seq"] > last_seq]
+            if missed and missed[0]["seq"] > last_seq + 1 and last_seq > 0:
+                logger.warning(
+                    "session %s: %d events were no longer kept for the resume",
+                    self.session_id, missed[0]["seq"] - last_seq - 1,
+                )  # fmt: skip
+            self._sent_seq = last_seq
+            for event in missed:
+                if event["type"] == "ready":  # logged without its token (see emit)
+                    event = {**event, "resumeToken": resume_token}
+                await self._deliver(sink, event)
+            self._sink = sink
+        try:
+            await self._store.expire(self.session_id, attached_ttl())
+        except Exception as exc:
+            logger.warning("session %s: resume store: %s", self.session_id, type(exc).__name__)
+        return True
+
+    async def disconnected(self, sink: Sink, close_code: int | None, *, clean: bool) -> None:
+        """``sink``'s socket closed: a clean close ends the session, else it waits for resume."""
+        if self._sink is not sink or self._state != "running":
+            return  # displaced by a resume, or moved on already
+        if clean:
+            await self.end(close_code)
+            return
+        self._sink = None
+        self._detached_code = close_code
+        ttl = float(settings.SESSION_RESUME_TTL)
+        if ttl <= 0:
+            await self.end(close_code)
+            return
+        self._detached_until = asyncio.get_running_loop().time() + ttl
+        self._expiry = asyncio.create_task(self._expire_after(ttl), name="session-host expiry")
+        await self.flush()
+
+    async def end(self, close_code: int | None) -> None:
+        """The session is over for good: nothing can resume it."""
+        if self._state in ("ended", "moved"):
+            return
+        self._state = "ended"
+        if _hosts.get(self.session_id) is self:
+            del _hosts[self.session_id]
+        self._sink = None
+        self._stop_tasks()
+        try:
+            await self._store.delete(self.session_id)
+        except Exception as exc:
+            logger.warning("session %s: resume store: %s", self.session_id, type(exc).__name__)
+        if self.session is not None:
+            await self.session.close()
+        await self._recorder.finish(close_code)
+        metrics.session_closed(close_code)
+        with contextlib.suppress(Exception):
+            await live.release(workspace_id=self.workspace_id, session_id=self.session_id)
+
+    async def _expire_after(self, ttl: float) -> None:
+        await asyncio.sleep(ttl)
+        self._expiry = None  # end() must not cancel the task it runs in
+        await self.end(self._detached_code)
+
+    def _stop_tasks(self) -> None:
+        # Not awaited: the async Redis client can swallow a cancellation that lands inside
+        # a command, so each loop also checks ``_stopping`` and leaves at its next turn.
+        self._stopping = True
+        self._wake.set()
+        current = asyncio.current_task()
+        tasks = [task for task in (*self._tasks, self._expiry) if task is not None]
+        self._tasks, self._expiry = [], None
+        for task in tasks:
+            if task is not current:
+                task.cancel()
+
+    # ---------------------------------------------------------------- from the session
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        self._recorder.observe(event)
+        metrics.observe_event(event)
+        logged = event
+        if event["type"] == "ready":  # the store never holds a resume token
+            logged = {k: v for k, v in event.items() if k != "resumeToken"}
+        self._log.append(logged)
+        self._unwritten.append(logged)
+        if event["type"] in STATE_EVENTS:
+            self._dirty = True
+        self._wake.set()
+        async with self._send_lock:
+            if self._sink is not None:
+                await self._deliver(self._sink, event)
+
+    async def send_audio(self, pcm: bytes) -> None:
+        sink = self._sink
+        if sink is not None:  # audio is never logged nor replayed
+            await sink.send_audio(pcm)
+
+    async def _deliver(self, sink: Sink, event: dict[str, Any]) -> None:
+        if event["seq"] <= self._sent_seq:
+            return  # replayed already
+        self._sent_seq = event["seq"]
+        try:
+            await sink.send_event(event)
+        except Exception as exc:  # a socket that just went away; the event is logged
+            logger.debug("session %s: send failed: %s", self.session_id, type(exc).__name__)
+
+    # ---------------------------------------------------------------- from the client
+
+    async def handle(self, message: protocol.ClientMessage) -> None:
+        assert self.session is not None
+        await self.session.handle(message)
+        if isinstance(message, protocol.ContextMessage):  # changes state, emits nothing
+            self._dirty = True
+            self._wake.set()
+
+    def tool_result(self, message: dict[str, Any]) -> None:
+        """A sandbox worker's outcome, for the tool runner waiting on it."""
+        resolve = getattr(self._tool_runner, "resolve", None)
+        if resolve is not None:
+            resolve(message)
+
+    # ---------------------------------------------------------------- the store
+
+    def _ttl(self) -> float:
+        if self._detached_until is None:
+            return attached_ttl()
+        return max(0.001, self._detached_until - asyncio.get_running_loop().time())
+
+    async def flush(self) -> None:
+        """Write the logged events and, if it changed, the state (one round trip)."""
+        async with self._write_lock:
+            events, self._unwritten = self._unwritten, []
+            dirty, self._dirty = self._dirty, False
+            if not events and not dirty:
+                return
+            try:
+                # Serialised at once, in this step of the loop: the snapshot refers to
+                # the session's live history. ASCII JSON: text a client sent with lone
+                # surrogates is stored escaped rather than failing to encode.
+                state = None
+                if dirty and self.session is not None:
+                    state = json.dumps(self.session.snapshot())
+                payload = [(e["seq"], json.dumps(e)) for e in events]
+                await self._store.write(
+                    self.session_id, events=payload, state=state, ttl=self._ttl()
+                )
+            except Exception as exc:  # the session goes on; a resume may miss this much
+                logger.warning(
+                    "session %s: resume store write failed: %s", self.session_id,
+                    type(exc).__name__,
+                )  # fmt: skip
+
+    async def _write_loop(self) -> None:
+        while not self._stopping:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            await self.flush()
+
+    async def _keep(self) -> None:
+        loop = asyncio.get_running_loop()
+        renewed_at = loop.time()
+        while not self._stopping:
+            try:
+                attached = self._sink is not None
+                await self._store.keep(
+                    self.session_id,
+                    owner=self.channel,
+                    owner_ttl=OWNER_TTL_S,
+                    ttl=attached_ttl() if attached else None,
+                )
+                if loop.time() - renewed_at >= live.LEASE_S / 3:
+                    await live.renew(workspace_id=self.workspace_id, session_id=self.session_id)
+                    renewed_at = loop.time()
+            except Exception as exc:
+                logger.warning("session %s: keeping: %s", self.session_id, type(exc).__name__)
+            await asyncio.sleep(KEEP_EVERY_S)
+
+    # ---------------------------------------------------------------- the channel
+
+    async def _listen(self) -> None:
+        layer = get_channel_layer()
+        while not self._stopping:
+            try:
+                message = await layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("session %s: channel: %s", self.session_id, type(exc).__name__)
+                await asyncio.sleep(1)
+                continue
+            kind = message.get("type")
+            if kind == "tool.result":
+                self.tool_result(message)
+            elif kind == "session.handover" and isinstance(message.get("reply_channel"), str):
+                self._handover_replies.append(message["reply_channel"])
+                with contextlib.suppress(Exception):
+                    await layer.send(message["reply_channel"], {"type": "session.handover_ack"})
+                if self._state == "running":
+                    self._state = "handing_over"
+                    self._handover = _run_unowned(self._hand_over(), "session-host handover")
+
+    async def _hand_over(self) -> None:
+        """Another process resumes this session: finish what runs, save, stop here."""
+        assert self.session is not None
+        if _hosts.get(self.session_id) is self:
+            del _hosts[self.session_id]
+        try:
+            if self._expiry is not None:
+                self._expiry.cancel()
+                self._expiry = None
+            sink, self._sink = self._sink, None
+            if sink is not None:
+                with contextlib.suppress(Exception):
+                    await sink.displace()
+            await self.session.settle(handover_wait_s(self.session.config))
+            self._dirty = True
+            await self.flush()
+            await self.session.close()
+            await self._recorder.pause()
+            metrics.SESSIONS_LIVE.dec()  # it lives on in the process that took it over
+        except Exception as exc:
+            logger.error("session %s: handover: %s", self.session_id, type(exc).__name__)
+        finally:
+            self._state = "moved"
+            layer = get_channel_layer()
+            for reply in self._handover_replies:
+                with contextlib.suppress(Exception):
+                    await layer.send(reply, {"type": "session.handover_done"})
+            self._stop_tasks()

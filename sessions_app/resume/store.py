@@ -1,0 +1,283 @@
+"""Where a resumable session keeps its state and its outgoing events between processes.
+
+Per session, with Redis:
+
+- ``voice:resume:{id}`` (hash): ``meta`` (written once: the token's digest, the workspace,
+  the config, the provider names) and ``state`` (the orchestrator's latest snapshot);
+- ``voice:resume:{id}:events`` (stream): every JSON event, entry id ``<seq>-0``, trimmed
+  to about ``EVENTS_KEPT`` entries;
+- ``voice:resume:{id}:owner`` (string): the channel of the process that runs the session,
+  a short lease its owner renews; a killed owner's lease runs out on its own.
+
+The hash and the stream expire together: ``SESSION_RESUME_TTL`` after an unclean
+disconnect, and while a socket is attached that plus the owner lease (renewed), so a
+killed process's sessions stay resumable for about the same time. Without Redis (one
+process) ``MemoryResumeStore`` does the same in memory.
+
+Payloads are JSON text: the store never holds live objects of a session.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import hmac
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from sessions_app import live
+
+EVENTS_KEPT = 1000
+
+# Atomically: take the owner lease if it is free or still held by the owner we asked to
+# hand over (a process that answered, or that was killed and never will).
+_CLAIM = """
+local current = redis.call('GET', KEYS[1])
+if current and current ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+
+
+def token_digest(token: str) -> str:
+    # Tokens are 256 random bits: a plain hash is enough, and the store never holds a
+    # token that would let whoever reads Redis resume someone's session.
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def token_matches(token: str, digest: str) -> bool:
+    return hmac.compare_digest(token_digest(token).encode(), digest.encode())
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    meta: dict[str, Any]
+    state: dict[str, Any]
+
+
+class ResumeStore(abc.ABC):
+    """What a resumable session keeps outside its process; all methods are cheap."""
+
+    @abc.abstractmethod
+    async def create(self, session_id: str, *, meta: str, state: str, ttl: float) -> None: ...
+
+    @abc.abstractmethod
+    async def write(
+        self, session_id: str, *, events: list[tuple[int, str]], state: str | None, ttl: float
+    ) -> None:
+        """Append events (seq, JSON) and replace the state, in one round trip."""
+
+    @abc.abstractmethod
+    async def load(self, session_id: str) -> StoredSession | None: ...
+
+    @abc.abstractmethod
+    async def events_after(self, session_id: str, last_seq: int) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    async def keep(
+        self, session_id: str, *, owner: str, owner_ttl: float, ttl: float | None
+    ) -> None:
+        """Renew the owner lease; with ``ttl``, also the state's expiry (a socket is attached)."""
+
+    @abc.abstractmethod
+    async def expire(self, session_id: str, ttl: float) -> None: ...
+
+    @abc.abstractmethod
+    async def owner(self, session_id: str) -> str | None: ...
+
+    @abc.abstractmethod
+    async def claim(
+        self, session_id: str, *, owner: str, previous: str | None, owner_ttl: float
+    ) -> bool: ...
+
+    @abc.abstractmethod
+    async def delete(self, session_id: str) -> None: ...
+
+
+# ---------------------------------------------------------------- Redis
+
+
+def _keys(session_id: str) -> tuple[str, str, str]:
+    base = f"voice:resume:{{{session_id}}}"  # one hash slot per session on a cluster
+    return base, f"{base}:events", f"{base}:owner"
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+class RedisResumeStore(ResumeStore):
+    async def create(self, session_id: str, *, meta: str, state: str, ttl: float) -> None:
+        state_key, events_key, _ = _keys(session_id)
+        async with live.redis_client().pipeline(transaction=True) as pipe:
+            pipe.delete(state_key, events_key)
+            pipe.hset(state_key, mapping={"meta": meta, "state": state})
+            pipe.pexpire(state_key, _ms(ttl))
+            await pipe.execute()
+
+    async def write(
+        self, session_id: str, *, events: list[tuple[int, str]], state: str | None, ttl: float
+    ) -> None:
+        state_key, events_key, _ = _keys(session_id)
+        async with live.redis_client().pipeline(transaction=True) as pipe:
+            for seq, event in events:
+                pipe.xadd(events_key, {"e": event}, id=f"{seq}-0", maxlen=EVENTS_KEPT)
+            if state is not None:
+                pipe.hset(state_key, "state", state)
+            # Every write sets the expiry again, so a write racing the end of a session
+            # can leave nothing behind for longer than the TTL.
+            pipe.pexpire(state_key, _ms(ttl))
+            pipe.pexpire(events_key, _ms(ttl))
+            await pipe.execute()
+
+    async def load(self, session_id: str) -> StoredSession | None:
+        state_key, _, _ = _keys(session_id)
+        fields = await live.redis_client().hgetall(state_key)
+        if b"meta" not in fields or b"state" not in fields:
+            return None
+        return StoredSession(json.loads(fields[b"meta"]), json.loads(fields[b"state"]))
+
+    async def events_after(self, session_id: str, last_seq: int) -> list[dict[str, Any]]:
+        _, events_key, _ = _keys(session_id)
+        entries = await live.redis_client().xrange(events_key, min=f"{last_seq + 1}-0")
+        return [json.loads(fields[b"e"]) for _id, fields in entries]
+
+    async def keep(
+        self, session_id: str, *, owner: str, owner_ttl: float, ttl: float | None
+    ) -> None:
+        state_key, events_key, owner_key = _keys(session_id)
+        async with live.redis_client().pipeline(transaction=False) as pipe:
+            pipe.set(owner_key, owner, px=_ms(owner_ttl))
+            if ttl is not None:
+                pipe.pexpire(state_key, _ms(ttl))
+                pipe.pexpire(events_key, _ms(ttl))
+            await pipe.execute()
+
+    async def expire(self, session_id: str, ttl: float) -> None:
+        state_key, events_key, _ = _keys(session_id)
+        async with live.redis_client().pipeline(transaction=False) as pipe:
+            pipe.pexpire(state_key, _ms(ttl))
+            pipe.pexpire(events_key, _ms(ttl))
+            await pipe.execute()
+
+    async def owner(self, session_id: str) -> str | None:
+        value = await live.redis_client().get(_keys(session_id)[2])
+        return value.decode() if value is not None else None
+
+    async def claim(
+        self, session_id: str, *, owner: str, previous: str | None, owner_ttl: float
+    ) -> bool:
+        owner_key = _keys(session_id)[2]
+        claimed = await live.redis_client().eval(
+            _CLAIM, 1, owner_key, previous or "", owner, _ms(owner_ttl)
+        )
+        return bool(claimed)
+
+    async def delete(self, session_id: str) -> None:
+        await live.redis_client().delete(*_keys(session_id))
+
+
+# ---------------------------------------------------------------- in memory (one process)
+
+
+@dataclass
+class _Entry:
+    meta: str
+    state: str
+    expires_at: float
+    events: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
+    owner: str | None = None
+    owner_expires_at: float = 0.0
+
+
+class MemoryResumeStore(ResumeStore):
+    """The same contract in this process's memory (embedded mode, one web process)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+
+    def _live(self, session_id: str) -> _Entry | None:
+        entry = self._entries.get(session_id)
+        if entry is not None and entry.expires_at <= time.monotonic():
+            del self._entries[session_id]
+            return None
+        return entry
+
+    async def create(self, session_id: str, *, meta: str, state: str, ttl: float) -> None:
+        self._entries[session_id] = _Entry(meta, state, time.monotonic() + ttl)
+
+    async def write(
+        self, session_id: str, *, events: list[tuple[int, str]], state: str | None, ttl: float
+    ) -> None:
+        entry = self._live(session_id)
+        if entry is None:
+            return
+        last = entry.events[-1][0] if entry.events else 0
+        entry.events.extend((seq, event) for seq, event in events if seq > last)
+        if state is not None:
+            entry.state = state
+        entry.expires_at = time.monotonic() + ttl
+
+    async def load(self, session_id: str) -> StoredSession | None:
+        entry = self._live(session_id)
+        if entry is None:
+            return None
+        return StoredSession(json.loads(entry.meta), json.loads(entry.state))
+
+    async def events_after(self, session_id: str, last_seq: int) -> list[dict[str, Any]]:
+        entry = self._live(session_id)
+        events = entry.events if entry is not None else ()
+        return [json.loads(event) for seq, event in events if seq > last_seq]
+
+    async def keep(
+        self, session_id: str, *, owner: str, owner_ttl: float, ttl: float | None
+    ) -> None:
+        entry = self._live(session_id)
+        if entry is None:
+            return
+        entry.owner, entry.owner_expires_at = owner, time.monotonic() + owner_ttl
+        if ttl is not None:
+            entry.expires_at = time.monotonic() + ttl
+
+    async def expire(self, session_id: str, ttl: float) -> None:
+        entry = self._live(session_id)
+        if entry is not None:
+            entry.expires_at = time.monotonic() + ttl
+
+    async def owner(self, session_id: str) -> str | None:
+        entry = self._live(session_id)
+        if entry is None or entry.owner_expires_at <= time.monotonic():
+            return None
+        return entry.owner
+
+    async def claim(
+        self, session_id: str, *, owner: str, previous: str | None, owner_ttl: float
+    ) -> bool:
+        entry = self._live(session_id)
+        if entry is None:
+            return False
+        current = entry.owner if entry.owner_expires_at > time.monotonic() else None
+        if current is not None and current != previous:
+            return False
+        entry.owner, entry.owner_expires_at = owner, time.monotonic() + owner_ttl
+        return True
+
+    async def delete(self, session_id: str) -> None:
+        self._entries.pop(session_id, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+_memory_store = MemoryResumeStore()
+_redis_store = RedisResumeStore()
+
+
+def resume_store() -> ResumeStore:
+    """Redis when ``REDIS_URL`` is set (any web process may resume), else this process's memory."""
+    return _redis_store if settings.REDIS_URL else _memory_store
