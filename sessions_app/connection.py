@@ -21,6 +21,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from sessions_app import access as access_rules
 from sessions_app import live, metrics, protocol, resume
@@ -45,6 +46,9 @@ Close = Callable[[int, str], Awaitable[None]]
 # The client stopped (1000, as stop() sends) or its page went away (1001, a closed tab or a
 # navigation: nothing there will resume): the session ends at once and frees its place.
 CLEAN_CLOSES = frozenset({1000, 1001})
+# A service the session needs (Redis) is down: try again later. (1013 would say so, but
+# daphne may only send 1000 or 3000-4999.)
+CLOSE_TRY_AGAIN = 4503
 CLOSE_RESUME_REFUSED = 4001  # a resume with the wrong token, like a wrong key
 CLOSE_DISPLACED = 1001  # another connection resumed this session
 # A connection over the workspace's session limit may still resume a session that
@@ -92,7 +96,11 @@ class Connection:
             self._access = None
             await self._refuse(refused.close_code, refused.code, refused.message)
             return
-        await self._acquire_lease()
+        try:
+            await self._acquire_lease()
+        except RedisError:
+            await self._unavailable()
+            return
         self._tasks = [
             asyncio.create_task(self._first_message_deadline()),
             asyncio.create_task(self._renew_lease()),
@@ -108,12 +116,16 @@ class Connection:
             return
         if self._host is not None:
             await self._host.handle(message)
-        elif isinstance(message, protocol.ConfigureMessage):
-            await self._configure(message)
-        elif isinstance(message, protocol.ResumeMessage):
-            await self._resume(message)
-        else:
-            await self._error("not_configured", "send configure first")
+            return
+        try:
+            if isinstance(message, protocol.ConfigureMessage):
+                await self._configure(message)
+            elif isinstance(message, protocol.ResumeMessage):
+                await self._resume(message)
+            else:
+                await self._error("not_configured", "send configure first")
+        except RedisError:
+            await self._unavailable()
 
     async def receive_bytes(self, data: bytes) -> None:
         if self._closing or self._access is None:
@@ -385,6 +397,15 @@ class Connection:
         assert self._access is not None
         workspace = self._access.workspace
         return int(workspace.session_limit or settings.SESSION_LIMIT_PER_WORKSPACE)
+
+    async def _unavailable(self) -> None:
+        # Said in words, not a 1011 crash: the page can retry, and nothing was half-made.
+        logger.warning("session refused: Redis is unavailable")
+        await self._refuse(
+            CLOSE_TRY_AGAIN,
+            "service_unavailable",
+            "the platform cannot start sessions right now; try again in a moment",
+        )
 
     async def _acquire_lease(self) -> bool:
         assert self._access is not None

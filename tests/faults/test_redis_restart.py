@@ -159,12 +159,14 @@ async def test_a_connection_while_redis_is_down_is_closed_at_once_and_harms_noth
     stack: Stack, llm: FakeOpenAIServer
 ) -> None:
     """Without Redis the workspace's session count cannot be checked, so no session can
-    start; the socket is closed (today with 1011 and no `error` event) instead of hanging."""
+    start; the page is told so in words and the socket closes with 4503 (try again later)."""
     stack.redis.stop()
     started = time.monotonic()
     async with SessionClient.open(stack.url()) as client:
+        error = await client.next(timeout=10)
+        assert error is not None and error["code"] == "service_unavailable"
         assert await client.next(timeout=10) is None
-    assert client.close_code is not None and time.monotonic() - started < 5
+    assert client.close_code == 4503 and time.monotonic() - started < 5
     assert stack.daphne.alive()
 
     stack.redis.start()

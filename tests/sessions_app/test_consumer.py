@@ -474,3 +474,15 @@ async def test_handler_console_goes_to_the_session_record_not_the_logs(
     )()
     assert tool_entries == ["noisy console:\nchecked inventory 42"]
     assert "checked inventory" not in caplog.text
+
+
+async def test_a_redis_outage_refuses_new_sessions_in_words(tenant, monkeypatch):
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    async def down(**_: object) -> bool:
+        raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379")
+
+    monkeypatch.setattr(live, "acquire", down)
+    code, error = await _refused(url(tenant))
+    assert (code, error["code"]) == (4503, "service_unavailable")
+    assert "6379" not in error["message"]
