@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 2.0
 WARN_EVERY_S = 30.0
+RECANCEL_S = 0.5
 
 
 class ResilientRedisChannelLayer(RedisChannelLayer):
@@ -42,14 +43,22 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
     async def receive(self, channel: str) -> dict[str, Any]:
         delay = RETRY_FIRST_S
         while True:
+            waiting = asyncio.ensure_future(super().receive(channel))
             try:
-                message: dict[str, Any] = await super().receive(channel)
+                # Not ``await waiting``: a cancel that lands while redis-py starts a read is
+                # lost there, and channels-redis would then wait on the channel forever,
+                # keeping a closed socket's consumer alive. Waiting this way, the
+                # consumer's cancel always ends it; the wait itself is cancelled until done.
+                await asyncio.wait({waiting})
+            except asyncio.CancelledError:
+                _cancel_until_done(waiting)
+                raise
+            try:
+                return waiting.result()
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 self._warn(exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
-                continue
-            return message
 
     def _warn(self, exc: BaseException) -> None:
         now = time.monotonic()
@@ -59,3 +68,11 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                 "channel layer: Redis unreachable (%s); sessions wait and retry",
                 type(exc).__name__,
             )
+
+
+def _cancel_until_done(task: asyncio.Future[Any]) -> None:
+    if not task.done():
+        task.cancel()
+        asyncio.get_running_loop().call_later(RECANCEL_S, _cancel_until_done, task)
+    elif not task.cancelled():
+        task.exception()  # retrieved: a late Redis error is not "never retrieved" noise

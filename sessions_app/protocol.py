@@ -8,6 +8,7 @@ Client -> server is always v1 JSON. Server -> client events are one internal sha
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Protocol
@@ -232,14 +233,52 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(literal: str) -> float:
+    # 1e309 is valid JSON but overflows to inf, which no JSON encoder (ours included) may
+    # send back out: a `ping` echoing it would fail while answering.
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError("number out of range")
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = "the frame is not valid JSON: it holds a lone surrogate (not Unicode)"
+
+
+def _has_lone_surrogate(obj: Any) -> bool:
+    """Whether a decoded value holds a lone surrogate (iterative: values may nest deeply)."""
+    pending = [obj]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 def decode(text: str) -> ClientMessage:
     """Parse one client text frame, or raise ``ProtocolError`` saying what is wrong."""
-    if len(text) > TEXT_FRAME_MAX or len(text.encode("utf-8")) > TEXT_FRAME_MAX:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if len(text) > TEXT_FRAME_MAX or size > TEXT_FRAME_MAX:
         raise ProtocolError("frame_too_large", f"text frames are limited to {TEXT_FRAME_MAX} bytes")
+    # A lone surrogate cannot be encoded as UTF-8: not on the wire, not in the database,
+    # not back to the client (RFC 7493 forbids "\uDEAD" escapes for the same reason).
+    # Raw ones only reach us from a server that did not check the frame's UTF-8.
+    if _SURROGATE.search(text):
+        raise ProtocolError("bad_json", _LONE_SURROGATE)
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, RecursionError):
         raise ProtocolError("bad_json", "the frame is not valid JSON") from None
+    if _ESCAPED_SURROGATE.search(text) and _has_lone_surrogate(obj):
+        raise ProtocolError("bad_json", _LONE_SURROGATE)
     if not isinstance(obj, dict):
         raise ProtocolError("bad_message", "a message must be a JSON object")
     kind = obj.get("type")

@@ -124,8 +124,13 @@ def session_record_start(
 
 def session_record_append(*, session: Session, entries: list[tuple[str, str]]) -> None:
     TranscriptEntry.objects.bulk_create(
-        TranscriptEntry(session=session, role=role, text=text) for role, text in entries
+        TranscriptEntry(session=session, role=role, text=_no_nul(text)) for role, text in entries
     )
+
+
+def _no_nul(text: str) -> str:
+    # PostgreSQL text cannot hold NUL; a typed (or echoed) "\u0000" must not lose the row.
+    return text.replace("\x00", "\ufffd")
 
 
 def session_record_turn(*, session: Session, metrics: dict[str, Any]) -> None:
@@ -177,7 +182,7 @@ def session_record_tool_call(
 
 def _stored_text(text: str | None, bindings: list[SecretBinding]) -> str:
     # Scrub before capping: a cut could leave a secret's prefix no pattern would match.
-    return _capped(scrub(text, bindings) or "")
+    return _capped(_no_nul(scrub(text, bindings) or ""))
 
 
 def _stored_arguments(arguments: Any, bindings: list[SecretBinding]) -> Any:
