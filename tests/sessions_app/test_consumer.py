@@ -19,7 +19,6 @@ from tests.factories import Tenant, make_tenant, order_tool
 from tests.fakes.openai_server import (
     Delay,
     Done,
-    FakeOpenAIServer,
     Finish,
     Text,
     text_reply,
@@ -28,16 +27,6 @@ from tests.fakes.openai_server import (
 from tests.sessions_app.wsclient import Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-async def llm(settings):
-    server = FakeOpenAIServer()
-    await server.start()
-    settings.LLM_BASE_URL = server.base_url
-    settings.LLM_API_KEY = "test-llm-key"
-    yield server
-    await server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -24,15 +24,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-@pytest.fixture
-async def llm(settings):
-    server = FakeOpenAIServer()
-    await server.start()
-    settings.LLM_BASE_URL = server.base_url
-    yield server
-    await server.stop()
-
-
 @pytest.fixture(autouse=True)
 def _no_token_and_no_leases(settings):
     settings.METRICS_TOKEN = None

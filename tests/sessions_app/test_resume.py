@@ -26,7 +26,6 @@ from tests.factories import Tenant, make_tenant, order_tool
 from tests.fakes.openai_server import (
     Delay,
     Done,
-    FakeOpenAIServer,
     Finish,
     Text,
     text_reply,
@@ -38,16 +37,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TEXT_CONFIG = {"type": "configure", "mode": "text", "instructions": "Be brief."}
 UNCLEAN = 1006  # what the server sees when the network drops: no close frame
-
-
-@pytest.fixture
-async def llm(settings):
-    server = FakeOpenAIServer()
-    await server.start()
-    settings.LLM_BASE_URL = server.base_url
-    settings.LLM_API_KEY = "test-llm-key"
-    yield server
-    await server.stop()
 
 
 async def _clean_redis() -> None:

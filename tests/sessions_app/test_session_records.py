@@ -46,16 +46,6 @@ class LeakyToolRunner(FakeToolRunner):
     handlers: dict[str, ToolHandler] = field(default_factory=_leaky_handlers)
 
 
-@pytest.fixture
-async def llm(settings: Any) -> AsyncIterator[fake_openai.FakeOpenAIServer]:
-    server = fake_openai.FakeOpenAIServer()
-    await server.start()
-    settings.LLM_BASE_URL = server.base_url
-    settings.LLM_API_KEY = "test-llm-key"
-    yield server
-    await server.stop()
-
-
 @pytest.fixture(autouse=True)
 async def clean_leases() -> None:
     if settings.REDIS_URL:
