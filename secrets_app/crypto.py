@@ -135,6 +135,15 @@ def api_key_hash(plaintext: str) -> str:
     return hmac.new(_api_key_pepper(), plaintext.encode(), hashlib.sha256).hexdigest()
 
 
+def token_digest(token: str) -> str:
+    """Digest of a random bearer token (invitation links, resume tokens) for storage.
+
+    Such tokens carry 200+ random bits, so a plain hash is enough: whoever reads the
+    table (or Redis) cannot use what they read. ``surrogatepass``: any str hashes.
+    """
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def random_token(length: int) -> str:
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
     return "".join(secrets.choice(alphabet) for _ in range(length))

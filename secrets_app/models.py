@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +9,7 @@ from django.contrib.auth.models import AbstractUser, BaseUserManager
 from django.db import models
 from django.utils import timezone
 
+from secrets_app.crypto import token_digest
 from secrets_app.validators import validate_secret_name
 
 
@@ -182,7 +182,7 @@ class Invitation(models.Model):
 
     @staticmethod
     def hash_token(token: str) -> str:
-        return hashlib.sha256(token.encode()).hexdigest()
+        return token_digest(token)
 
     def status(self, now: datetime | None = None) -> str:
         now = now or timezone.now()

@@ -7,7 +7,6 @@ itself never touches the ORM.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -21,6 +20,7 @@ from sessions_app.models import Agent
 from sessions_app.orchestrator import SessionConfig, ToolDefinition
 from sessions_app.providers import registry
 from sessions_app.providers.base import LLM, STT, TTS, ToolRunner
+from sessions_app.services import handler_sha256
 from tools_app.schema import SchemaError, to_json_schema
 
 INLINE_FIELDS = {"instructions", "greeting", "voice", "tools"}
@@ -66,7 +66,7 @@ def _tool(raw: dict[str, Any], path: str, *, pinned_hash: str | None) -> ToolDef
         handler=handler,
         client=bool(raw.get("client")),
         timeout_s=timeout_ms / 1000 if timeout_ms else None,
-        pinned=handler is not None and pinned_hash == hashlib.sha256(handler.encode()).hexdigest(),
+        pinned=handler is not None and pinned_hash == handler_sha256(handler),
     )
 
 

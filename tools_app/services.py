@@ -37,7 +37,8 @@ class ToolRunOutcome:
     console: str = ""  # captured console output, scrubbed
 
 
-def _bindings(workspace_id: int) -> list[egress.SecretBinding]:
+def secret_bindings(*, workspace_id: int) -> list[egress.SecretBinding]:
+    """The workspace's secrets, decrypted, as the egress proxy and ``scrub`` take them."""
     secrets = Secret.objects.filter(workspace_id=workspace_id)
     return [
         egress.SecretBinding(
@@ -48,11 +49,6 @@ def _bindings(workspace_id: int) -> list[egress.SecretBinding]:
         )
         for secret in secrets
     ]
-
-
-def secret_bindings(*, workspace_id: int) -> list[egress.SecretBinding]:
-    """The workspace's secrets as ``scrub`` takes them, for records kept outside the sandbox."""
-    return _bindings(workspace_id)
 
 
 def scrub(text: str | None, bindings: list[egress.SecretBinding]) -> str | None:
@@ -118,7 +114,7 @@ async def tool_execute(run: ToolRun) -> ToolRunOutcome:
     """Run a handler with the workspace's secrets: real values only for a pinned handler."""
     from asgiref.sync import sync_to_async
 
-    bindings = await sync_to_async(_bindings)(run.workspace_id)
+    bindings = await sync_to_async(secret_bindings)(workspace_id=run.workspace_id)
     visible = {b.name: b.value if run.pinned else b.reference for b in bindings}
     result = await sandbox.run_handler(
         run.handler,

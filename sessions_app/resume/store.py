@@ -20,7 +20,6 @@ Payloads are JSON text: the store never holds live objects of a session.
 from __future__ import annotations
 
 import abc
-import hashlib
 import hmac
 import json
 import time
@@ -30,6 +29,7 @@ from typing import Any
 
 from django.conf import settings
 
+from secrets_app.crypto import token_digest
 from sessions_app import live
 
 EVENTS_KEPT = 1000
@@ -42,12 +42,6 @@ if current and current ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
 """
-
-
-def token_digest(token: str) -> str:
-    # Tokens are 256 random bits: a plain hash is enough, and the store never holds a
-    # token that would let whoever reads Redis resume someone's session.
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def token_matches(token: str, digest: str) -> bool:
