@@ -15,8 +15,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
+from tools_app.services import warm_sandbox  # noqa: E402
+
+# The first sandbox worker starts (and logs its protections) with the process.
+warm_sandbox(embedded=settings.CELERY_TASK_ALWAYS_EAGER)
 
 application = ProtocolTypeRouter(
     {"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)}

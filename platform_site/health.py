@@ -1,4 +1,5 @@
-"""/healthz: is the database reachable, and Redis when one is configured."""
+"""/healthz: is the database reachable, Redis when one is configured, and can this process
+start a sandbox worker (with the protections it reports, as this host allows them)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import redis
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
+
+from tools_app.services import sandbox_protections
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +43,9 @@ def _redis_status() -> str:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    checks = {"db": _database_status(), "redis": _redis_status()}
+    checks: dict[str, object] = {"db": _database_status(), "redis": _redis_status()}
+    protections = sandbox_protections()
+    checks["sandbox"] = "ok" if protections is not None else "down"
     healthy = all(value in {"ok", "not configured"} for value in checks.values())
+    checks["sandbox_protections"] = protections or {}
     return JsonResponse(checks, status=200 if healthy else 503)

@@ -248,6 +248,15 @@ SESSION_RESUME_TTL = env_float("SESSION_RESUME_TTL", 120.0)
 
 # Tool sandbox (published in the README's "Sandbox limits").
 SANDBOX_WALL_TIME_S = env_float("SANDBOX_WALL_TIME_S", 30.0)
+# CPU per call: handlers saved with an agent, and code a browser sent (lower).
+SANDBOX_CPU_TIME_S = env_float("SANDBOX_CPU_TIME_S", 10.0)
+SANDBOX_INLINE_CPU_TIME_S = env_float("SANDBOX_INLINE_CPU_TIME_S", 2.0)
+# Jailed worker processes per parent (the embedded platform, or each Celery task process),
+# started on demand; at most this many calls of one workspace run at once.
+SANDBOX_WORKERS = env_int("SANDBOX_WORKERS", 6, minimum=1)
+SANDBOX_WORKSPACE_CONCURRENCY = env_int("SANDBOX_WORKSPACE_CONCURRENCY", 4, minimum=1)
+# RLIMIT_DATA of each worker process (V8 needs about 640 MB of address space to start).
+SANDBOX_WORKER_MEMORY_BYTES = env_int("SANDBOX_WORKER_MEMORY_MB", 768, minimum=640) * 1024 * 1024
 SANDBOX_HEAP_BYTES = env_int("SANDBOX_HEAP_MB", 64, minimum=16) * 1024 * 1024
 SANDBOX_MAX_FETCHES = env_int("SANDBOX_MAX_FETCHES", 50, minimum=0)
 SANDBOX_MAX_CONCURRENT_FETCHES = env_int("SANDBOX_MAX_CONCURRENT_FETCHES", 6, minimum=1)

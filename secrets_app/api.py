@@ -125,7 +125,7 @@ class KeyRevokeApi(APIView):
 class SecretOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
     class Meta:
         model = Secret
-        fields = ["name", "allowed_hosts", "created_at", "updated_at"]
+        fields = ["name", "allowed_hosts", "readable_by_code", "created_at", "updated_at"]
 
 
 class SecretValueInput(StrictSerializer):
@@ -133,6 +133,7 @@ class SecretValueInput(StrictSerializer):
         trim_whitespace=False, validators=[validate_secret_value], write_only=True
     )
     allowed_hosts = serializers.ListField(child=serializers.CharField(), required=False)
+    readable_by_code = serializers.BooleanField(required=False, default=False)
 
     def validate_allowed_hosts(self, value: list[str]) -> list[str]:
         return clean_with(clean_hosts, value)  # type: ignore[no-any-return]
@@ -144,6 +145,7 @@ class SecretCreateInput(SecretValueInput):
 
 class SecretHostsInput(StrictSerializer):
     allowed_hosts = serializers.ListField(child=serializers.CharField())
+    readable_by_code = serializers.BooleanField(required=False)
 
     def validate_allowed_hosts(self, value: list[str]) -> list[str]:
         return clean_with(clean_hosts, value)  # type: ignore[no-any-return]
@@ -170,6 +172,7 @@ class SecretListCreateApi(APIView):
             name=values["name"],
             value=values["value"],
             allowed_hosts=values.get("allowed_hosts", []),
+            readable_by_code=values["readable_by_code"],
         )
         return _secret_saved(secret, created)
 
@@ -190,6 +193,7 @@ class SecretDetailApi(APIView):
             name=name,
             value=data.validated_data["value"],
             allowed_hosts=data.validated_data.get("allowed_hosts", []),
+            readable_by_code=data.validated_data["readable_by_code"],
         )
         return _secret_saved(secret, created)
 

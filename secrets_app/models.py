@@ -141,6 +141,11 @@ class Secret(models.Model):
     ciphertext = models.BinaryField(editable=False)
     key_id = models.CharField(max_length=32, editable=False)
     allowed_hosts = models.JSONField(default=list, blank=True)
+    readable_by_code = models.BooleanField(
+        default=False,
+        help_text="Handlers saved by an owner or admin see the value itself (they are "
+        "trusted not to leak it); otherwise code only ever holds a reference.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

@@ -226,31 +226,46 @@ def _seal(*, workspace_id: int, name: str, value: str) -> tuple[str, bytes]:
 
 @transaction.atomic
 def secret_set(
-    *, workspace: Workspace, name: str, value: str, allowed_hosts: list[str]
+    *,
+    workspace: Workspace,
+    name: str,
+    value: str,
+    allowed_hosts: list[str] | None = None,
+    readable_by_code: bool | None = None,
 ) -> tuple[Secret, bool]:
-    """Create or replace a secret. Returns (secret, created)."""
+    """Create or replace a secret. Returns (secret, created).
+
+    ``allowed_hosts`` and ``readable_by_code`` left as None keep what a replaced secret
+    had (a new one: no hosts, not readable), so replacing a value never widens access.
+    """
     validate_secret_name(name)
     validate_secret_value(value)
-    hosts = clean_hosts(allowed_hosts)
     key_id, ciphertext = _seal(workspace_id=workspace.pk, name=name, value=value)
+    defaults: dict[str, object] = {
+        "ciphertext": ciphertext,
+        "key_id": key_id,
+        "updated_at": timezone.now(),
+    }
+    if allowed_hosts is not None:
+        defaults["allowed_hosts"] = clean_hosts(allowed_hosts)
+    if readable_by_code is not None:
+        defaults["readable_by_code"] = readable_by_code
     secret, created = Secret.objects.select_for_update().update_or_create(
-        workspace=workspace,
-        name=name,
-        defaults={
-            "ciphertext": ciphertext,
-            "key_id": key_id,
-            "allowed_hosts": hosts,
-            "updated_at": timezone.now(),
-        },
+        workspace=workspace, name=name, defaults=defaults
     )
     logger.info("secret %s: workspace=%s", "created" if created else "replaced", workspace.pk)
     return secret, created
 
 
-def secret_update_hosts(*, secret: Secret, allowed_hosts: list[str]) -> Secret:
+def secret_update_hosts(
+    *, secret: Secret, allowed_hosts: list[str], readable_by_code: bool | None = None
+) -> Secret:
+    """Where the value may be sent, and whether saved handlers may read it."""
     secret.allowed_hosts = clean_hosts(allowed_hosts)
+    if readable_by_code is not None:
+        secret.readable_by_code = readable_by_code
     secret.updated_at = timezone.now()
-    secret.save(update_fields=["allowed_hosts", "updated_at"])
+    secret.save(update_fields=["allowed_hosts", "readable_by_code", "updated_at"])
     return secret
 
 

@@ -53,6 +53,9 @@ class AgentInput(StrictSerializer):
     tools = serializers.ListField(child=serializers.JSONField(), required=False)
 
 
+# Secret keys are made by owners and admins only: handlers saved with one are theirs.
+SECRET_KEYS_READ_SECRETS = True
+
 class AgentListCreateApi(APIView):
     @extend_schema(responses=AgentOutput(many=True))
     def get(self, request: Request) -> Response:
@@ -65,7 +68,9 @@ class AgentListCreateApi(APIView):
         data.is_valid(raise_exception=True)
         with django_errors_as_drf("tools"):
             agent = services.agent_create(
-                workspace=request_workspace(request), **data.validated_data
+                workspace=request_workspace(request),
+                reads_secrets=SECRET_KEYS_READ_SECRETS,
+                **data.validated_data,
             )
         return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
 
@@ -84,7 +89,9 @@ class AgentDetailApi(APIView):
         data.is_valid(raise_exception=True)
         fields: dict[str, Any] = dict(data.validated_data)
         with django_errors_as_drf("tools"):
-            agent = services.agent_update(agent=agent, **fields)
+            agent = services.agent_update(
+                agent=agent, reads_secrets=SECRET_KEYS_READ_SECRETS, **fields
+            )
         return Response(AgentOutput(agent).data)
 
     @extend_schema(request=AgentInput, responses=AgentOutput)

@@ -17,9 +17,8 @@ from secrets_app.models import ApiKey, Workspace
 from sessions_app import protocol
 from sessions_app.models import Agent, Session, ToolCallRecord, TranscriptEntry, TurnRecord
 from tools_app.egress import SecretBinding
-from tools_app.sandbox import check_syntax
 from tools_app.schema import SchemaError, to_json_schema
-from tools_app.services import scrub, secret_bindings
+from tools_app.services import handler_check, scrub, secret_bindings
 
 TOOL_TEXT_MAX_BYTES = 4096  # per stored argument/result/error text
 _TRUNCATED = " … [truncated]"
@@ -49,20 +48,27 @@ def _declared_tools(tools: list[Any]) -> list[protocol.ToolDeclaration]:
         except SchemaError as exc:
             raise ValidationError(f"tools[{index}].{exc}") from None
         # Refused here, not at the first call: a broken handler would only surface as
-        # a failed tool call in the middle of a conversation. About 6 ms per handler.
-        syntax_error = None if tool.handler is None else check_syntax(tool.handler)
+        # a failed tool call in the middle of a conversation. Parsed in a sandbox
+        # worker, never run; about 3 ms per handler.
+        syntax_error = None if tool.handler is None else handler_check(tool.handler)
         if syntax_error is not None:
             raise ValidationError(f"tools[{index}].handler: {syntax_error}")
     return declared
 
 
-def agent_tools_clean(tools: list[Any]) -> list[dict[str, Any]]:
-    """Tools as stored: validated, with the hash that pins each saved handler."""
+def agent_tools_clean(tools: list[Any], *, reads_secrets: bool = False) -> list[dict[str, Any]]:
+    """Tools as stored: validated, with the hash that pins each saved handler.
+
+    ``reads_secrets``: the one saving may read secret values (an owner or admin, a
+    secret API key): their pinned handlers see the values of secrets marked readable by
+    code. Anyone else's handlers only ever hold references.
+    """
     pinned = []
     for declared in _declared_tools(tools):
         tool = declared.model_dump(by_alias=True, exclude_none=True)
         if declared.handler is not None:
             tool["handler_sha256"] = handler_sha256(declared.handler)
+            tool["reads_secrets"] = reads_secrets
         pinned.append(tool)
     return pinned
 
@@ -79,24 +85,33 @@ def _save(agent: Agent) -> Agent:
 
 
 def agent_create(
-    *, workspace: Workspace, tools: list[dict[str, Any]] | None = None, **fields: Any
+    *,
+    workspace: Workspace,
+    tools: list[dict[str, Any]] | None = None,
+    reads_secrets: bool = False,
+    **fields: Any,
 ) -> Agent:
     unknown = set(fields) - set(AGENT_FIELDS)
     if unknown:
         raise TypeError(f"unknown agent fields: {sorted(unknown)}")
-    agent = Agent(workspace=workspace, tools=agent_tools_clean(tools or []), **fields)
+    cleaned = agent_tools_clean(tools or [], reads_secrets=reads_secrets)
+    agent = Agent(workspace=workspace, tools=cleaned, **fields)
     return _save(agent)
 
 
 def agent_update(
-    *, agent: Agent, tools: list[dict[str, Any]] | None = None, **fields: Any
+    *,
+    agent: Agent,
+    tools: list[dict[str, Any]] | None = None,
+    reads_secrets: bool = False,
+    **fields: Any,
 ) -> Agent:
     for name, value in fields.items():
         if name not in AGENT_FIELDS:
             raise TypeError(f"unknown agent field {name!r}")
         setattr(agent, name, value)
     if tools is not None:
-        agent.tools = agent_tools_clean(tools)
+        agent.tools = agent_tools_clean(tools, reads_secrets=reads_secrets)
     agent.updated_at = timezone.now()
     return _save(agent)
 

@@ -52,13 +52,16 @@ def new_session_ids() -> tuple[str, str]:
     return secrets.token_hex(16), secrets.token_urlsafe(32)
 
 
-def _tool(raw: dict[str, Any], path: str, *, pinned_hash: str | None) -> ToolDefinition:
+def _tool(
+    raw: dict[str, Any], path: str, *, pinned_hash: str | None, reads_secrets: bool = False
+) -> ToolDefinition:
     try:
         parameters = to_json_schema(raw.get("parameters"))
     except SchemaError as exc:
         raise ConfigureRefused("invalid", f"{path}.{exc}") from None
     handler = raw.get("handler")
     timeout_ms = raw.get("timeoutMs")
+    pinned = handler is not None and pinned_hash == handler_sha256(handler)
     return ToolDefinition(
         name=raw["name"],
         description=raw.get("description", ""),
@@ -66,7 +69,8 @@ def _tool(raw: dict[str, Any], path: str, *, pinned_hash: str | None) -> ToolDef
         handler=handler,
         client=bool(raw.get("client")),
         timeout_s=timeout_ms / 1000 if timeout_ms else None,
-        pinned=handler is not None and pinned_hash == handler_sha256(handler),
+        pinned=pinned,
+        reads_secrets=pinned and reads_secrets,
     )
 
 
@@ -76,7 +80,10 @@ def _tools(
     tools: dict[str, ToolDefinition] = {}
     for index, saved in enumerate(agent.tools if agent else []):
         tools[saved["name"]] = _tool(
-            saved, f"agent.tools[{index}]", pinned_hash=saved.get("handler_sha256")
+            saved,
+            f"agent.tools[{index}]",
+            pinned_hash=saved.get("handler_sha256"),
+            reads_secrets=saved.get("reads_secrets") is True,
         )
     for index, declared in enumerate(inline or []):
         raw = declared.model_dump(by_alias=True, exclude_none=True)

@@ -7,14 +7,24 @@ def test_healthz_without_redis(client, db, settings):
     settings.REDIS_URL = None
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"db": "ok", "redis": "not configured"}
+    checks = response.json()
+    assert {k: checks[k] for k in ("db", "redis", "sandbox")} == {
+        "db": "ok",
+        "redis": "not configured",
+        "sandbox": "ok",
+    }
 
 
 @pytest.mark.redis
 def test_healthz_with_real_redis(client, db):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"db": "ok", "redis": "ok"}
+    checks = response.json()
+    assert {k: checks[k] for k in ("db", "redis", "sandbox")} == {
+        "db": "ok",
+        "redis": "ok",
+        "sandbox": "ok",
+    }
 
 
 def test_healthz_is_503_when_redis_is_down(client, db, settings, unused_tcp_port):

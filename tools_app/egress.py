@@ -22,19 +22,19 @@ import asyncio
 import contextlib
 import functools
 import ipaddress
-import json
 import logging
 import re
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from secrets import token_hex
-from urllib.parse import quote, quote_plus, unquote
+from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 import httpx
 
 from secrets_app.hosts import host_matches
+from tools_app import secret_refs as refs
+from tools_app.secret_refs import SecretBinding
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +51,6 @@ MANAGED_HEADERS = frozenset(
     "proxy-connection accept-encoding".split()
 )
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
-# Shorter values would match ordinary text (same threshold as tools_app.services.scrub).
-MIN_SCANNED_SECRET_LENGTH = 4
 USER_AGENT = "voice-agent-platform-fetch/1"
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
@@ -94,16 +92,6 @@ class EgressPolicy:
 
 
 @dataclass(frozen=True)
-class SecretBinding:
-    """One workspace secret as a handler may use it."""
-
-    name: str
-    value: str
-    allowed_hosts: tuple[str, ...]
-    reference: str  # what an unpinned handler sees instead of the value
-
-
-@dataclass(frozen=True)
 class FetchRequest:
     url: str
     method: str = "GET"
@@ -117,12 +105,6 @@ class FetchResponse:
     headers: list[tuple[str, str]]
     body: bytes
     url: str  # after redirects, with secret values shown as their references
-
-
-def make_reference(name: str) -> str:
-    """An unguessable stand-in for a secret's value. Letters, digits and ``_`` only, so
-    it survives encodeURIComponent, JSON and form encoding unchanged and is still found."""
-    return f"secret_ref_{name}_{token_hex(16)}"
 
 
 def host_allowed(allowed_hosts: Iterable[str], host: str) -> bool:
@@ -193,7 +175,7 @@ async def fetch(
         )
     except EgressError as exc:
         error = exc
-    message = mask_secret_values(str(error), session.secrets)
+    message = refs.mask_secret_values(str(error), session.secrets)
     if isinstance(error, EgressDenied):
         logger.info("fetch refused: %s", message)
     raise type(error)(message) from None
@@ -237,6 +219,7 @@ class _Outgoing:
     headers: list[tuple[str, str]]
     body: bytes | None
     secret_headers: frozenset[str]  # lower-case names of headers that carry a secret
+    carried: tuple[SecretBinding, ...] = ()  # secrets whose values this request carries
 
 
 @dataclass(frozen=True)
@@ -302,87 +285,63 @@ def _redirect_hop(
 # --- secrets ------------------------------------------------------------------------
 
 
-def _value_forms(value: str) -> set[str]:
-    """How a value may be spelled in a URL, a form body or a JSON body."""
-    return {value, quote(value, safe=""), quote_plus(value), json.dumps(value)[1:-1]}
-
-
-def _mask_values(
-    text: str, secrets: Sequence[SecretBinding], mask: Callable[[SecretBinding], str]
-) -> str:
-    for binding in secrets:
-        if len(binding.value) >= MIN_SCANNED_SECRET_LENGTH:
-            forms = sorted(_value_forms(binding.value), key=len, reverse=True)
-            pattern = re.compile("|".join(map(re.escape, forms)), re.IGNORECASE)
-            text = pattern.sub(mask(binding).replace("\\", r"\\"), text)
-    return text
-
-
-def mask_secret_values(text: str, secrets: Sequence[SecretBinding]) -> str:
-    """Every spelling of every secret value in ``text`` becomes ``[secret NAME]``."""
-    return _mask_values(text, secrets, lambda binding: f"[secret {binding.name}]")
-
-
 def _secret_denied(binding: SecretBinding, host: str) -> EgressDenied:
     allowed = ", ".join(binding.allowed_hosts) or "no hosts"
     return EgressDenied(f"secret {binding.name} may not be sent to {host} (allowed: {allowed})")
 
 
+def _written_texts(hop: _Hop) -> list[str]:
+    """What the handler wrote into a request, Basic credentials decoded."""
+    texts = [str(hop.target.url)]
+    for _, value in hop.headers:
+        texts.extend(refs.header_texts(value))
+    texts.append(hop.body.decode("utf-8", "replace") if hop.body else "")
+    return texts
+
+
 def _with_secrets(hop: _Hop, secrets: Sequence[SecretBinding], policy: EgressPolicy) -> _Outgoing:
     host = hop.target.host
-    written = [str(hop.target.url), *(value for _, value in hop.headers)]
-    written.append(hop.body.decode("latin-1") if hop.body else "")
+    written = _written_texts(hop)
     used = [s for s in secrets if any(s.reference in text for text in written)]
     for binding in used:
         if not host_allowed(binding.allowed_hosts, host):
             raise _secret_denied(binding, host)
-    url, headers, body = _substitute(hop, used)
+    content_type = next((v for n, v in hop.headers if n.lower() == "content-type"), "")
+    url = httpx.URL(refs.expand_in_url(str(hop.target.url), used))
+    headers = [(name, refs.expand_in_header(value, used)) for name, value in hop.headers]
+    body = refs.expand_in_body(hop.body, content_type, used) if hop.body else hop.body
     if _parse_target(url, policy).origin != hop.target.origin:
         raise EgressDenied(f"secrets may not be used in the scheme, host or port ({host})")
-    outgoing = _Outgoing(url, headers, body, frozenset())
+    sent = _sent_texts(host, url, headers, body)
+    carried = list(used)
     for binding in secrets:
-        if not host_allowed(binding.allowed_hosts, host) and _carries(outgoing, host, binding):
+        if binding in used or not refs.carries_value(sent, binding):
+            continue
+        if not host_allowed(binding.allowed_hosts, host):
             raise _secret_denied(binding, host)
-    values = [s.value for s in secrets if len(s.value) >= MIN_SCANNED_SECRET_LENGTH]
+        carried.append(binding)  # a readable value, spelled by the handler itself
     carrying = frozenset(
         name.lower()
-        for (name, sent), (_, original) in zip(headers, hop.headers, strict=True)
-        if sent != original or any(value in sent for value in values)
+        for (name, value), (_, original) in zip(headers, hop.headers, strict=True)
+        if value != original or _spells_any(refs.header_texts(value), carried)
     )
-    return replace(outgoing, secret_headers=carrying)
+    return _Outgoing(url, headers, body, carrying, tuple(carried))
 
 
-def _substitute(
-    hop: _Hop, used: Sequence[SecretBinding]
-) -> tuple[httpx.URL, list[tuple[str, str]], bytes | None]:
-    if not used:
-        return hop.target.url, list(hop.headers), hop.body
-    values = {binding.reference: binding.value for binding in used}
-    pattern = re.compile("|".join(map(re.escape, values)))
-    # Percent-encoded in the URL, so a value can never add a "/", "@" or "#" that
-    # would change where the URL points.
-    url = pattern.sub(lambda m: quote(values[m[0]], safe=""), str(hop.target.url))
-    headers = [(name, pattern.sub(lambda m: values[m[0]], value)) for name, value in hop.headers]
-    body = hop.body
+def _spells_any(texts: list[str], secrets: Sequence[SecretBinding]) -> bool:
+    return any(refs.carries_value(texts, binding) for binding in secrets)
+
+
+def _sent_texts(
+    host: str, url: httpx.URL, headers: list[tuple[str, str]], body: bytes | None
+) -> list[str]:
+    """Everything a request puts on the wire, decoded where the proxy or a server decodes."""
+    texts = [host, str(url), unquote(str(url))]
+    for name, value in headers:
+        texts.extend(f"{name}: {text}" for text in refs.header_texts(value))
     if body:
-        body_pattern = re.compile(pattern.pattern.encode())
-        body = body_pattern.sub(lambda m: values[m[0].decode()].encode(), body)
-    return httpx.URL(url), headers, body
-
-
-def _carries(outgoing: _Outgoing, host: str, binding: SecretBinding) -> bool:
-    """Whether a pinned handler put this real value into the request."""
-    value = binding.value
-    if len(value) < MIN_SCANNED_SECRET_LENGTH:
-        return False
-    if value.lower() in host:  # host names arrive lower-cased
-        return True
-    url = str(outgoing.url)
-    texts = [url, unquote(url), *(f"{name}: {sent}" for name, sent in outgoing.headers)]
-    forms = _value_forms(value)
-    if any(form in text for form in forms for text in texts):
-        return True
-    return bool(outgoing.body) and any(form.encode() in outgoing.body for form in forms)
+        texts.append(body.decode("utf-8", "replace"))
+    return texts
 
 
 # --- addresses ----------------------------------------------------------------------
@@ -458,7 +417,7 @@ class _Session:
             reply = await self.exchange(hop, outgoing, address)
             location = dict(reply.headers).get("location")
             if reply.status not in REDIRECT_STATUSES or location is None:
-                return self.response(hop, reply)
+                return self.response(hop, outgoing, reply)
             if redirects == self.policy.max_redirects:
                 raise EgressDenied(
                     f"{hop.target.host} redirected more than {self.policy.max_redirects} times"
@@ -528,16 +487,15 @@ class _Session:
                 raise EgressDenied(f"response from {host} is larger than {_size(limit)}")
         return bytes(body)
 
-    def response(self, hop: _Hop, reply: _Reply) -> FetchResponse:
-        """Echoed secret values go back to the handler as references, never as values."""
+    def response(self, hop: _Hop, outgoing: _Outgoing, reply: _Reply) -> FetchResponse:
+        """What a request carried comes back as references, never as values, in every
+        spelling the proxy applied or a server may echo."""
+        carried = outgoing.carried
 
         def mask(text: str) -> str:
-            return _mask_values(text, self.secrets, lambda s: s.reference)
+            return refs.mask_values(text, carried, lambda s: s.reference)
 
-        body = reply.body
-        for binding in self.secrets:
-            if len(binding.value) >= MIN_SCANNED_SECRET_LENGTH:
-                body = body.replace(binding.value.encode(), binding.reference.encode())
+        body = refs.mask_bytes(reply.body, carried) if carried else reply.body
         headers = [(name, mask(value)) for name, value in reply.headers]
         return FetchResponse(reply.status, headers, body, mask(str(hop.target.url)))
 

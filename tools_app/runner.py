@@ -1,9 +1,10 @@
-"""The session's ToolRunner for the V8 sandbox.
+"""The session's ToolRunner for the sandbox.
 
-With Redis, a call goes to the `sandbox` Celery queue and the outcome comes back on
-this session's channel (``tool.result``); the session waits with its own deadline
-and never blocks on a result backend. Without Redis (embedded), the same service
-runs in a thread of this process.
+With Redis, a call takes one of its workspace's slots (``fairness``), goes to the
+`sandbox` Celery queue, and the outcome comes back on this session's channel
+(``tool.result``); the session waits with its own deadline and never blocks on a result
+backend. Without Redis (embedded), the same service runs the call in this process's own
+pool of jailed worker processes, which schedules per workspace itself.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
 from sessions_app.services import session_record_tool_log
-from tools_app import tasks
-from tools_app.services import ToolRun
+from tools_app import fairness, tasks
+from tools_app.services import ToolRun, tool_execute
 
 DEADLINE_MARGIN_S = 2.0  # queueing and the trip back, on top of the handler's own limit
 UNAVAILABLE = "the tool service is unavailable right now (try again in a moment)"
+BUSY = "this workspace's other tool calls kept every sandbox slot busy; try again"
 
 logger = logging.getLogger(__name__)
 
@@ -33,43 +36,63 @@ class SandboxToolRunner(ToolRunner):
     def __init__(self, *, reply_channel: str = "") -> None:
         self._reply_channel = reply_channel
         self._pending: dict[str, asyncio.Future[ToolOutcome]] = {}
+        self._logging: set[asyncio.Task[None]] = set()
 
     async def run(self, invocation: ToolInvocation) -> ToolOutcome:
-        payload = asdict(
-            ToolRun(
-                call_id=invocation.call_id,
-                workspace_id=invocation.workspace_id,
-                name=invocation.name,
-                handler=invocation.handler,
-                arguments=invocation.arguments,
-                timeout_s=invocation.timeout_s,
-                pinned=invocation.pinned,
-            )
+        run = ToolRun(
+            call_id=invocation.call_id,
+            workspace_id=invocation.workspace_id,
+            name=invocation.name,
+            handler=invocation.handler,
+            arguments=invocation.arguments,
+            timeout_s=invocation.timeout_s,
+            pinned=invocation.pinned,
+            reads_secrets=invocation.reads_secrets,
         )
-        outcome = await self._execute(invocation, payload)
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            outcome = _outcome(asdict(await tool_execute(run)))
+        else:
+            outcome = await self._queued(invocation, run)
         if outcome.log:
-            await database_sync_to_async(session_record_tool_log)(
+            self._record_log(invocation, outcome.log)
+        return outcome
+
+    def _record_log(self, invocation: ToolInvocation, console: str) -> None:
+        """Stored after the outcome went back: the LLM never waits for a database write."""
+        task = asyncio.get_running_loop().create_task(
+            database_sync_to_async(session_record_tool_log)(
                 workspace_id=invocation.workspace_id,
                 session_id=invocation.session_id,
                 tool_name=invocation.name,
-                console=outcome.log,
+                console=console,
             )
-        return outcome
+        )
+        self._logging.add(task)
+        task.add_done_callback(self._logging.discard)
 
-    async def _execute(self, invocation: ToolInvocation, payload: dict[str, Any]) -> ToolOutcome:
-        if settings.CELERY_TASK_ALWAYS_EAGER:
-            return _outcome(asdict(await asyncio.to_thread(tasks.run_tool, payload)))
+    async def _queued(self, invocation: ToolInvocation, run: ToolRun) -> ToolOutcome:
         deadline = min(invocation.timeout_s, settings.SANDBOX_WALL_TIME_S) + DEADLINE_MARGIN_S
+        started = time.monotonic()
         future: asyncio.Future[ToolOutcome] = asyncio.get_running_loop().create_future()
         self._pending[invocation.call_id] = future
         try:
-            await asyncio.to_thread(self._enqueue, payload, deadline)
-            return await asyncio.wait_for(future, timeout=deadline)
+            async with fairness.workspace_slot(
+                workspace_id=invocation.workspace_id,
+                call_id=invocation.call_id,
+                limit=settings.SANDBOX_WORKSPACE_CONCURRENCY,
+                hold_s=deadline + DEADLINE_MARGIN_S,
+                wait_s=deadline,
+            ):
+                left = deadline - (time.monotonic() - started)
+                await asyncio.to_thread(self._enqueue, asdict(run), left)
+                return await asyncio.wait_for(future, timeout=left)
         except TimeoutError:
             return ToolOutcome(
                 status="timed_out", error=f"the tool did not answer within {deadline:g} s"
             )
-        except OperationalError as exc:  # the broker (Redis) cannot be reached
+        except fairness.NoSlot:
+            return ToolOutcome(status="timed_out", error=BUSY)
+        except (OperationalError, RedisError) as exc:  # the broker (Redis) cannot be reached
             logger.warning("tool call not queued: %s", type(exc).__name__)
             return ToolOutcome(status="failed", error=UNAVAILABLE)
         finally:
@@ -97,9 +120,11 @@ def _outcome(message: dict[str, Any]) -> ToolOutcome:
     status = message.get("status")
     if status not in {"completed", "failed", "timed_out"}:
         return ToolOutcome(status="failed", error="the sandbox sent an unreadable outcome")
+    cpu_ms = message.get("cpu_ms")
     return ToolOutcome(
         status=status,
         result=message.get("result"),
         error=message.get("error"),
         log=message.get("console") or None,
+        cpu_ms=float(cpu_ms) if isinstance(cpu_ms, int | float) else 0.0,
     )

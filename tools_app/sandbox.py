@@ -1,24 +1,19 @@
 """Run customer tool handlers (JavaScript) in a fresh V8 context per call.
 
-The only module that imports the V8 engine (mini-racer). A handler is the source
-of one function expression, ``async (args, ctx) => …`` or a plain function;
-``ctx`` holds ``secrets`` and ``fetch``, which goes out only through the injected
-``fetcher`` (the egress proxy).
+The only module that imports the V8 engine (mini-racer), and it is only ever imported
+inside a jailed sandbox worker process (``tools_app.jail``): never in a web process, a
+Celery task process or anything else that holds credentials. Limits that must hold
+whatever the JavaScript does (wall time, CPU time, memory, the number of fetches) are
+enforced outside V8, by the kernel and by the parent process that can kill the worker;
+the ones here (V8 heap, result and console sizes) make ordinary failures readable.
 
-How a call runs: a new context gets the runtime in ``sandbox_prelude.js``, then
-the handler starts. JavaScript never calls back into Python. Requests for the
-host (fetches, digests) are queued inside the context and pulled by Python with
-``__sandbox.drain()``; answers go in with ``__sandbox.step()``, which also fires
-due timers. Python only ever runs the context through mini-racer's cancelable
-evaluation, so it never blocks on a busy isolate, and a runaway handler (a
-``while(true){}`` anywhere, even after an ``await``) is ended by freeing the
-context, which happens in ``finally`` on every path.
-
-Data crosses into the context as JSON string literals (``json.dumps`` of a
-string: ASCII, quote-safe), decoded there with ``JSON.parse``; the handler source
-is passed the same way and compiled inside the context, never pasted into code
-(the one exception: ``check_syntax`` re-parses source that already failed to
-parse, only to learn the line of the error).
+How a call runs: a context is prepared ahead with the runtime in ``sandbox_prelude.js``;
+when the call arrives the handler starts. JavaScript never calls back into Python.
+Requests for the host (fetches, digests) are queued inside the context and pulled with
+``__sandbox.drain()``; answers go in with ``__sandbox.step()``, which also fires due
+timers. Data crosses into the context as JSON string literals, decoded there with
+``JSON.parse``; the handler source is passed the same way and compiled inside the
+context, never pasted into code.
 
 Never log handler arguments, results, secrets or console output.
 """
@@ -28,83 +23,55 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import hashlib
 import json
 import os
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from py_mini_racer import JSEvalException, JSOOMException, JSParseException, MiniRacer
 
-__all__ = ["Fetcher", "SandboxLimits", "SandboxResult", "check_syntax", "run_handler"]
+from tools_app.calls import SandboxLimits, SandboxResult
+
+__all__ = ["FetchRefused", "Fetcher", "PreparedContext", "check_source", "run_prepared"]
 
 Fetcher = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-"""Sends one request for ``ctx.fetch``.
+"""Sends one request for ``ctx.fetch`` to the parent.
 
-Request: ``{"url", "method", "headers": [[name, value], ...], "body": str | None}``
-(``url`` is an absolute http(s) URL as parsed by the sandbox; names are lower
-case). Response: ``{"status": int, "headers": [[name, value], ...], "body": str,
-"url": str}``. Raising rejects the handler's promise with ``str(exception)``, so
-that text must be safe to show.
+Request: ``{"url", "method", "headers": [[name, value], ...], "body": str | None}``.
+Response: ``{"status": int, "headers": [[name, value], ...], "body": base64 str,
+"url": str}``. Raising ``FetchRefused`` rejects the handler's promise with its message.
 """
 
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    wall_time_s: float = 30.0
-    heap_bytes: int = 64 * 1024 * 1024
-    """The V8 heap limit; also the budget for array buffers, which live outside it."""
-    max_fetches: int = 50
-    max_concurrent_fetches: int = 6
-    """More fetches than this wait for a free slot."""
-    max_result_bytes: int = 64 * 1024
-    max_console_bytes: int = 16 * 1024
-
-    def __post_init__(self) -> None:
-        for name, limit in vars(self).items():
-            if not limit > 0:
-                raise ValueError(f"SandboxLimits.{name} must be positive, got {limit!r}")
-
-
-@dataclass(frozen=True)
-class SandboxResult:
-    ok: bool
-    result_json: str | None
-    """The handler's return value as JSON (``undefined`` becomes ``null``). When it
-    is longer than ``max_result_bytes`` it is replaced by
-    ``{"truncated": true, "preview": "<start of the JSON text>"}``, itself within
-    the limit, and ``truncated`` is set."""
-    error: str | None
-    """Short and meant for the model: ``TypeError: x is not a function``,
-    ``timed out after 30 s``, ``memory limit exceeded``, ..."""
-    timed_out: bool
-    console: str
-    """What the handler logged, up to ``max_console_bytes`` (then a marker line).
-    Lines logged after the last exchange with a context that was then stopped
-    (timeout, memory) are lost."""
-    fetch_count: int
-    """Requests handed to the fetcher (refused ones are not counted)."""
-    truncated: bool
-
-
-DEFAULT_LIMITS = SandboxLimits()
 MEMORY_EXCEEDED = "memory limit exceeded"
 CONSOLE_TRUNCATED = "[console output truncated]\n"
-# Fetches, digests and the like, per call: bounds the work a handler can make
-# Python do between two await points.
+NOT_ONE_FUNCTION = (
+    "the handler must be a single function expression, like async (args, ctx) => { ... }"
+)
+# Digests and the like, per call: bounds the work a handler can make the worker do
+# between two await points. Fetches are counted by the parent.
 MAX_HOST_OPS = 10_000
-CLOSE_GRACE_S = 1.0
-CHECK_LIMITS = SandboxLimits(wall_time_s=1.0, heap_bytes=16 * 1024 * 1024)
 _MAX_ERROR_CHARS = 1000
 _DIGESTS = {"SHA-1": "sha1", "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512"}
 _PRELUDE = Path(__file__).with_name("sandbox_prelude.js").read_text(encoding="utf-8")
+_CHACHA20 = Path(__file__).with_name("chacha20.js").read_text(encoding="utf-8")
+_PARSE_ERROR = re.compile(r"<anonymous>:(\d+): (.*)")
+# What a function expression starts with, once leading comments and blanks are gone.
+_FUNCTION_HEAD = re.compile(
+    r"(async\s*)?(function\b|\(|[A-Za-z_$][\w$]*\s*=>)|async\s+[A-Za-z_$][\w$]*\s*=>"
+)
+_LEADING_TRIVIA = re.compile(r"(\s|//[^\n\r\u2028\u2029]*|/\*.*?\*/)*", re.DOTALL)
+
+
+class FetchRefused(Exception):
+    """The parent refused or could not make a request; the message is for the handler."""
+
+
+class _Failed(Exception):
+    """Ends a call early; the message is the result's ``error``."""
 
 
 def _entropy(size: int) -> bytes:
@@ -112,36 +79,51 @@ def _entropy(size: int) -> bytes:
     return os.urandom(size)
 
 
-class _Failed(Exception):
-    """Ends a call early; the message is the result's ``error``."""
+class PreparedContext:
+    """A V8 context with the runtime installed, ready for exactly one handler call."""
+
+    def __init__(self, context: MiniRacer, limits: SandboxLimits) -> None:
+        self.context = context
+        self.limits = limits
+
+    @classmethod
+    async def open(cls, limits: SandboxLimits) -> PreparedContext:
+        context = MiniRacer()
+        context.set_hard_memory_limit(limits.heap_bytes)
+        context.set_soft_memory_limit(limits.heap_bytes * 3 // 4)
+        config = {**limits.engine_config(), "randomKey": _entropy(32).hex()}
+        try:
+            install = f"({_PRELUDE}\n)({json.dumps(config)}, ({_CHACHA20}\n))"
+            await context.eval_cancelable(install)
+        except BaseException:
+            context.close()
+            raise
+        return cls(context, limits)
+
+    def close(self) -> None:
+        self.context.close()
 
 
-async def run_handler(
+async def run_prepared(
+    prepared: PreparedContext,
     source: str,
-    args: dict[str, Any],
+    args_json: str,
+    secrets_json: str,
     *,
-    secrets: dict[str, str],
     fetcher: Fetcher,
-    limits: SandboxLimits = DEFAULT_LIMITS,
 ) -> SandboxResult:
-    """Run one handler call in a new V8 context and report how it went.
+    """Run one handler call in ``prepared`` (which is spent afterwards: close it).
 
-    Whatever the handler does (throws, loops, allocates, misuses fetch) ends as a
-    ``SandboxResult``; only bugs in this module raise. ``args`` and ``secrets``
-    must be JSON-serialisable.
+    Whatever the handler does (throws, allocates, misuses fetch) ends as a
+    ``SandboxResult``; a handler that never ends is the parent's to stop.
     """
-    args_json, secrets_json = json.dumps(args), json.dumps(secrets)
+    context, limits = prepared.context, prepared.limits
     call = _Call(fetcher=fetcher, limits=limits)
     outcome: dict[str, Any] | None = None
     error: str | None = None
-    timed_out = memory_exceeded = False
-    context = MiniRacer()
+    memory_exceeded = False
     try:
-        async with asyncio.timeout(limits.wall_time_s):
-            await _install_runtime(context, limits)
-            outcome = await call.drive(context, source, args_json, secrets_json)
-    except TimeoutError:
-        timed_out = True
+        outcome = await call.drive(context, source, args_json, secrets_json)
     except JSOOMException:
         memory_exceeded = True
     except _Failed as failure:
@@ -151,17 +133,13 @@ async def run_handler(
     finally:
         call.cancel_fetches()
         memory_exceeded = memory_exceeded or context.was_hard_memory_limit_reached()
-        await _close(context)
-    common = {"console": call.console.text(), "fetch_count": call.fetch_count}
+    console = call.console.text()
     if memory_exceeded:
-        return _failure(MEMORY_EXCEEDED, **common)
-    if timed_out:
-        message = f"timed out after {limits.wall_time_s:g} s"
-        return _failure(message, timed_out=True, **common)
+        return SandboxResult.failure(MEMORY_EXCEEDED, console=console)
     if error is not None or outcome is None:
-        return _failure(error or "the handler did not finish", **common)
+        return SandboxResult.failure(error or "the handler did not finish", console=console)
     if not outcome["ok"]:
-        return _failure(_clip(str(outcome["error"])), **common)
+        return SandboxResult.failure(_clip(str(outcome["error"])), console=console)
     result_json, truncated = _fit_result(outcome, limits.max_result_bytes)
     return SandboxResult(
         ok=True,
@@ -169,69 +147,61 @@ async def run_handler(
         error=None,
         timed_out=False,
         truncated=truncated,
-        **common,
+        console=console,
+        fetch_count=0,
     )
 
 
-def check_syntax(source: str) -> str | None:
-    """None if ``source`` is one function expression, else why not (for the dashboard).
+async def check_source(source: str) -> str | None:
+    """None if ``source`` is one function expression, else why not. Never runs it.
 
-    Evaluates the source in a throwaway context with tight limits. Blocks for up
-    to about a second; from async code, prefer ``asyncio.to_thread(check_syntax, …)``.
+    Each probe puts the source after ``throw 0;`` in a script: V8 parses the whole
+    script first (a parse error names its line), and when it parses, the ``throw``
+    is the first thing that runs, so nothing of the source ever does. The probes:
+    the source in parentheses (does it parse as an expression?), in brackets (it
+    cannot close the parentheses and go on with statements of its own), and as a
+    declaration's initialiser (no calls or extra expressions after a comma).
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_check_syntax(source))
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-check") as pool:
-        return pool.submit(asyncio.run, _check_syntax(source)).result()
-
-
-async def _check_syntax(source: str) -> str | None:
+    if not _FUNCTION_HEAD.match(source, _LEADING_TRIVIA.match(source).end()):  # type: ignore[union-attr]
+        return NOT_ONE_FUNCTION
     context = MiniRacer()
     try:
-        async with asyncio.timeout(CHECK_LIMITS.wall_time_s):
-            await _install_runtime(context, CHECK_LIMITS)
-            raw = await context.eval_cancelable(f"__sandbox.check({_js(source)})")
-            report = json.loads(str(raw))
-            if report["error"] is None:
-                return None
-            line = await _syntax_error_line(context, source) if report["syntax"] else None
-            if line is not None and line > source.count("\n") + 1:
+        parse_error = await _parse_error(context, f"throw 0;\n({source}\n)")
+        if parse_error is not None:
+            line, message = parse_error
+            if line - 1 > source.count("\n") + 1:
                 return "SyntaxError: Unexpected end of input"  # it tripped on our ")"
-            return report["error"] + ("" if line is None else f" (line {line})")
-    except TimeoutError:
-        return "evaluating the handler source took too long"
-    except JSOOMException:
-        return MEMORY_EXCEEDED
+            return f"{message} (line {line - 1})"
+        for probe in (f"throw 0;\n[{source}\n]", f"throw 0;\nlet __handler = {source}\n;"):
+            if await _parse_error(context, probe) is not None:
+                return NOT_ONE_FUNCTION
+        return None
     finally:
-        await _close(context)
+        context.close()
 
 
-async def _syntax_error_line(context: MiniRacer, source: str) -> int | None:
-    # The source already failed to parse inside the context, so this identical
-    # text fails too and runs nothing; only the engine's parse error has a line.
+async def _parse_error(context: MiniRacer, script: str) -> tuple[int, str] | None:
     try:
-        await context.eval_cancelable("(" + source + "\n)")
+        await context.eval_cancelable(script)
     except JSParseException as exc:
-        found = re.match(r"<anonymous>:(\d+):", str(exc))
-        return int(found.group(1)) if found else None
+        found = _PARSE_ERROR.match(str(exc))
+        if found is None:
+            return 1, "SyntaxError"
+        return int(found.group(1)), _clip(found.group(2))
+    except JSEvalException:
+        return None  # the leading `throw 0` ran: the whole script parsed
     return None
 
 
 class _Call:
-    """The host side of one handler call: host operations, console, counters."""
+    """The worker side of one handler call: host operations and console."""
 
     def __init__(self, *, fetcher: Fetcher, limits: SandboxLimits) -> None:
         self._fetcher = fetcher
-        self._limits = limits
         self._replies: asyncio.Queue[list[Any]] = asyncio.Queue()
-        self._fetch_slots = asyncio.Semaphore(limits.max_concurrent_fetches)
         self._fetch_tasks: set[asyncio.Task[None]] = set()
         self._unanswered = 0
-        self._fetches_asked = 0
         self._host_ops = 0
-        self.fetch_count = 0
         self.console = _Console(limits.max_console_bytes)
 
     async def drive(
@@ -285,15 +255,9 @@ class _Call:
             self._replies.put_nowait([op_id, False, "unsupported operation"])
 
     def _start_fetch(self, op_id: Any, request: Any) -> None:
-        self._fetches_asked += 1
-        limit = self._limits.max_fetches
-        if self._fetches_asked > limit:
-            self._replies.put_nowait([op_id, False, f"too many fetches (limit {limit})"])
-            return
         if not _is_request(request):
             self._replies.put_nowait([op_id, False, "invalid fetch request"])
             return
-        self.fetch_count += 1
         self._unanswered += 1
         task = asyncio.create_task(self._fetch(op_id, request))
         self._fetch_tasks.add(task)
@@ -301,11 +265,11 @@ class _Call:
 
     async def _fetch(self, op_id: Any, request: dict[str, Any]) -> None:
         try:
-            async with self._fetch_slots:
-                response = await self._fetcher(request)
-            reply = [op_id, True, _response_payload(response, request["url"])]
-        except Exception as exc:  # the fetcher's message is meant for the handler
-            reply = [op_id, False, str(exc) or type(exc).__name__]
+            reply = [op_id, True, _response_payload(await self._fetcher(request))]
+        except FetchRefused as exc:
+            reply = [op_id, False, str(exc) or "the request was refused"]
+        except ValueError:
+            reply = [op_id, False, "invalid response from the fetch proxy"]
         # Together, so that "nothing pending" is never seen while a reply is due.
         self._unanswered -= 1
         self._replies.put_nowait(reply)
@@ -330,46 +294,6 @@ class _Console:
 
     def text(self) -> str:
         return "".join(self._parts) + (CONSOLE_TRUNCATED if self._cut else "")
-
-
-async def _install_runtime(context: MiniRacer, limits: SandboxLimits) -> None:
-    context.set_hard_memory_limit(limits.heap_bytes)
-    context.set_soft_memory_limit(limits.heap_bytes * 3 // 4)
-    config = {
-        "heapBytes": limits.heap_bytes,
-        "maxResultBytes": limits.max_result_bytes,
-        "maxConsoleBytes": limits.max_console_bytes,
-        "randomKey": _entropy(32).hex(),
-    }
-    await context.eval_cancelable(f"({_PRELUDE}\n)({json.dumps(config)})")
-
-
-async def _close(context: MiniRacer) -> None:
-    """Free the context, which also stops any JavaScript still running in it.
-
-    Done on a helper thread: some V8 builtins (Object.keys of a huge string, say)
-    only notice they were stopped when they finish, seconds later. The event loop
-    must not block on that, and the call waits at most CLOSE_GRACE_S for it.
-    """
-    loop = asyncio.get_running_loop()
-    closed = loop.create_future()
-
-    def close() -> None:
-        try:
-            context.close()
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop is gone; nobody waits
-                loop.call_soon_threadsafe(_settle, closed)
-
-    threading.Thread(target=close, name="sandbox-close", daemon=True).start()
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(CLOSE_GRACE_S):
-            await asyncio.shield(closed)
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _js(text: str) -> str:
@@ -421,24 +345,23 @@ def _is_header(pair: Any) -> bool:
     return isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
 
 
-def _response_payload(response: Any, request_url: str) -> dict[str, Any]:
+def _response_payload(response: Any) -> dict[str, Any]:
     if not isinstance(response, dict):
-        raise ValueError("invalid response from the fetch proxy")
-    status, headers = response.get("status"), response.get("headers", [])
-    body, url = response.get("body", ""), response.get("url") or request_url
+        raise ValueError("invalid response")
+    status, headers = response.get("status"), response.get("headers")
+    body, url = response.get("body"), response.get("url")
     valid = (
         isinstance(status, int)
         and not isinstance(status, bool)
         and 100 <= status <= 599
-        and isinstance(headers, list | tuple)
-        and all(isinstance(p, list | tuple) and len(p) == 2 for p in headers)
-        and all(isinstance(x, str) for p in headers for x in p)
+        and isinstance(headers, list)
+        and all(_is_header(pair) for pair in headers)
         and isinstance(body, str)
         and isinstance(url, str)
     )
     if not valid:
-        raise ValueError("invalid response from the fetch proxy")
-    return {"status": status, "headers": [list(p) for p in headers], "body": body, "url": url}
+        raise ValueError("invalid response")
+    return {"status": status, "headers": headers, "body": body, "url": url}
 
 
 def _digest(algorithm: Any, data: Any) -> tuple[bool, str]:
@@ -465,20 +388,6 @@ def _fit_result(outcome: dict[str, Any], limit: int) -> tuple[str, bool]:
         if overflow <= 0 or budget <= 0:
             return envelope, True
         budget -= overflow
-
-
-def _failure(
-    error: str, *, console: str, fetch_count: int, timed_out: bool = False
-) -> SandboxResult:
-    return SandboxResult(
-        ok=False,
-        result_json=None,
-        error=error,
-        timed_out=timed_out,
-        console=console,
-        fetch_count=fetch_count,
-        truncated=False,
-    )
 
 
 def _first_line(text: str) -> str:

@@ -1,6 +1,7 @@
 // The runtime every tool-handler context gets before handler code runs.
 // tools_app/sandbox.py evaluates this file as a function expression and calls it
-// with a config object: { heapBytes, maxResultBytes, maxConsoleBytes, randomKey }.
+// with a config object: { heapBytes, maxResultBytes, maxConsoleBytes, randomKey }, and
+// the ChaCha20 block function of chacha20.js.
 //
 // It adds the small Web API surface handlers may use (URL, URLSearchParams,
 // TextEncoder, TextDecoder, atob, btoa, crypto, console, timers, Headers,
@@ -9,13 +10,12 @@
 //   __sandbox.start(source, argsJson, secretsJson)   compile and call the handler
 //   __sandbox.drain()    JSON: outcome, queued host ops, console text, next timer
 //   __sandbox.step(repliesJson)   settle host ops, then fire the timers that are due
-//   __sandbox.check(source)   JSON: why `source` is not a handler, or no error
 //
 // JavaScript never calls into Python. Work for the host (ctx.fetch,
 // crypto.subtle.digest) is queued here and pulled by drain(); answers come back
 // through step(), which also fires timers. So handler code only runs when Python
 // asked for it, and Python never waits on a busy isolate: it can always end it.
-(function installSandboxRuntime(config) {
+(function installSandboxRuntime(config, chacha20Block) {
   'use strict';
 
   const G = globalThis;
@@ -385,17 +385,27 @@
       return [items];
     });
   }
+  const allocatedBytes = (value) => {
+    if (isTypedArray(value)) return TypedArrayByteLength(value);
+    return brandCheck(ArrayBufferByteLength, value) ? ArrayBufferByteLength(value) : 0;
+  };
   const chargeResult = (object, name) => {
     const original = object[name];
     if (typeof original !== 'function') return;
     define(object, name, {
       [name](...args) {
         const result = ReflectApply(original, this, args);
-        chargeBuffer(isTypedArray(result) ? TypedArrayByteLength(result) : 0);
+        chargeBuffer(allocatedBytes(result));
         return result;
       },
     }[name]);
   };
+  // These allocate through the receiver's species, which a handler can point back at
+  // the unwrapped constructor (`x.constructor = undefined`): charged by their result.
+  chargeResult(TypedArrayPrototype, 'slice');
+  chargeResult(TypedArrayPrototype, 'map');
+  chargeResult(TypedArrayPrototype, 'filter');
+  chargeResult(OriginalArrayBuffer.prototype, 'slice');
   chargeResult(TypedArrayPrototype, 'toReversed');
   chargeResult(TypedArrayPrototype, 'toSorted');
   chargeResult(TypedArrayPrototype, 'with');
@@ -459,7 +469,14 @@
   // The WHATWG UTF-8 decoder: each invalid sequence becomes one U+FFFD (or, when
   // `fatal`, a TypeError).
   const utf8Decode = (bytes, fatal) => {
-    const units = [];
+    // Code units are turned into text every 8192, so a 5 MB body never becomes an
+    // array of millions of numbers.
+    let units = [];
+    let text = '';
+    const flush = () => {
+      text += codeUnitsToString(units);
+      units = [];
+    };
     let codePoint = 0;
     let needed = 0;
     let seen = 0;
@@ -470,6 +487,7 @@
       ArrayPush(units, 0xfffd);
     };
     for (let i = 0; i < bytes.length; i += 1) {
+      if (units.length >= 8192) flush();
       const byte = bytes[i];
       if (needed === 0) {
         if (byte <= 0x7f) ArrayPush(units, byte);
@@ -514,7 +532,8 @@
       }
     }
     if (needed !== 0) invalid();
-    return codeUnitsToString(units);
+    flush();
+    return text;
   };
 
   class DOMException extends ErrorCtor {
@@ -1453,47 +1472,14 @@
     chachaKey[i] = parseInt(StringSlice(hex, 6, 8) + StringSlice(hex, 4, 6) + StringSlice(hex, 2, 4)
       + StringSlice(hex, 0, 2), 16);
   }
-  const chachaState = new OriginalUint32Array(16);
-  const chachaWorking = new OriginalUint32Array(16);
+  const chachaNonce = new OriginalUint32Array(3);
+  const chachaScratch = new OriginalUint32Array(32);
   const chachaBlock = new OriginalUint8Array(64);
   let chachaCounter = 0;
   let chachaUsed = 64;
-  const rotate = (value, bits) => (value << bits) | (value >>> (32 - bits));
-  const quarterRound = (x, a, b, c, d) => {
-    x[a] += x[b]; x[d] = rotate(x[d] ^ x[a], 16);
-    x[c] += x[d]; x[b] = rotate(x[b] ^ x[c], 12);
-    x[a] += x[b]; x[d] = rotate(x[d] ^ x[a], 8);
-    x[c] += x[d]; x[b] = rotate(x[b] ^ x[c], 7);
-  };
   const refillKeystream = () => {
-    chachaState[0] = 0x61707865;
-    chachaState[1] = 0x3320646e;
-    chachaState[2] = 0x79622d32;
-    chachaState[3] = 0x6b206574;
-    for (let i = 0; i < 8; i += 1) chachaState[4 + i] = chachaKey[i];
-    chachaState[12] = chachaCounter;
-    chachaState[13] = 0;
-    chachaState[14] = 0;
-    chachaState[15] = 0;
+    chacha20Block(chachaKey, chachaCounter, chachaNonce, chachaBlock, chachaScratch);
     chachaCounter += 1;
-    chachaWorking.set(chachaState);
-    for (let round = 0; round < 10; round += 1) {
-      quarterRound(chachaWorking, 0, 4, 8, 12);
-      quarterRound(chachaWorking, 1, 5, 9, 13);
-      quarterRound(chachaWorking, 2, 6, 10, 14);
-      quarterRound(chachaWorking, 3, 7, 11, 15);
-      quarterRound(chachaWorking, 0, 5, 10, 15);
-      quarterRound(chachaWorking, 1, 6, 11, 12);
-      quarterRound(chachaWorking, 2, 7, 8, 13);
-      quarterRound(chachaWorking, 3, 4, 9, 14);
-    }
-    for (let i = 0; i < 16; i += 1) {
-      const word = (chachaWorking[i] + chachaState[i]) >>> 0;
-      chachaBlock[i * 4] = word & 0xff;
-      chachaBlock[i * 4 + 1] = (word >>> 8) & 0xff;
-      chachaBlock[i * 4 + 2] = (word >>> 16) & 0xff;
-      chachaBlock[i * 4 + 3] = (word >>> 24) & 0xff;
-    }
     chachaUsed = 0;
   };
   const randomBytes = (bytes) => {
@@ -1957,7 +1943,15 @@
     return request;
   };
   const makeResponse = (payload) => {
-    const body = payload.body;
+    // The body arrives as base64 of the bytes the server sent; it becomes text only
+    // when the handler asks for text.
+    const bytes = fromBase64(payload.body);
+    chargeBuffer(bytes.length);
+    let decoded = null;
+    const text = () => {
+      if (decoded === null) decoded = utf8Decode(bytes, false);
+      return decoded;
+    };
     const response = {
       ok: payload.status >= 200 && payload.status <= 299,
       status: payload.status,
@@ -1967,16 +1961,46 @@
       type: 'basic',
       headers: responseHeaders(payload.headers),
       bodyUsed: false,
-      text: () => PromiseResolve(body),
-      json: () => new PromiseCtor((resolve) => resolve(JSONParse(body))),
+      text: () => new PromiseCtor((resolve) => resolve(text())),
+      json: () => new PromiseCtor((resolve) => resolve(JSONParse(text()))),
       arrayBuffer: () => new PromiseCtor((resolve) => {
-        const bytes = utf8Encode(body);
-        chargeBuffer(bytes.length);
-        resolve(bytes.buffer);
+        const copy = new OriginalUint8Array(bytes.length);
+        for (let i = 0; i < bytes.length; i += 1) copy[i] = bytes[i];
+        chargeBuffer(copy.length);
+        resolve(copy.buffer);
       }),
       clone: () => makeResponse(payload),
     };
     return response;
+  };
+  // `const r = ctx.fetch(url); return r.json()` (no await) is how the quickstarts of the
+  // platform this one grew from were written: the promise answers the body methods
+  // itself, and says what to do when asked for what only a response has.
+  const bodyMethods = ['json', 'text', 'arrayBuffer'];
+  const responseOnly = ['ok', 'status', 'statusText', 'headers', 'url', 'redirected'];
+  const awaitable = (promise) => {
+    for (let i = 0; i < bodyMethods.length; i += 1) {
+      const name = bodyMethods[i];
+      define(promise, name, () => PromiseThen(promise, (response) => response[name]()));
+    }
+    for (let i = 0; i < responseOnly.length; i += 1) {
+      const name = responseOnly[i];
+      ObjectDefineProperty(promise, name, {
+        get() {
+          throw new TypeErrorCtor(`ctx.fetch() returns a promise: write \`await ctx.fetch(...)\``
+            + ` before reading .${name}`);
+        },
+        enumerable: false,
+        configurable: true,
+      });
+    }
+    return promise;
+  };
+  const basicAuth = function basicAuth(user, password) {
+    // RFC 7617 with UTF-8. A secret reference inside is expanded by the egress proxy,
+    // which decodes Basic credentials, only for a host the secret is allowed to reach.
+    const bytes = utf8Encode(`${StringCtor(user)}:${StringCtor(password)}`);
+    return `Basic ${Uint8ArrayToBase64(bytes)}`;
   };
   const ctxFetch = function fetch(input, init = undefined) {
     let request;
@@ -1985,7 +2009,7 @@
     } catch (error) {
       return PromiseReject(error);
     }
-    return PromiseThen(queueHostOp({ op: 'fetch', request }), makeResponse);
+    return awaitable(PromiseThen(queueHostOp({ op: 'fetch', request }), makeResponse));
   };
 
   // -- Handler lifecycle ------------------------------------------------------------
@@ -2036,7 +2060,9 @@
       failWith(compiled.error);
       return;
     }
-    const ctx = ObjectFreeze({ secrets: ObjectFreeze(JSONParse(secretsJson)), fetch: ctxFetch });
+    const ctx = ObjectFreeze({
+      secrets: ObjectFreeze(JSONParse(secretsJson)), fetch: ctxFetch, basicAuth,
+    });
     let returned;
     try {
       returned = ReflectApply(compiled.handler, undefined, [JSONParse(argsJson), ctx]);
@@ -2068,13 +2094,6 @@
     }
     fireDueTimers();
   };
-  const check = (source) => {
-    const compiled = compileHandler(source);
-    const report = ObjectCreate(null);
-    report.error = compiled.handler === undefined ? compiled.error : null;
-    report.syntax = compiled.syntax === true;
-    return JSONStringify(report);
-  };
 
   // -- Globals ----------------------------------------------------------------------
   define(G, 'console', consoleObject);
@@ -2093,7 +2112,7 @@
   define(G, 'Headers', Headers);
   define(G, 'crypto', crypto);
   ObjectDefineProperty(G, '__sandbox', {
-    value: ObjectFreeze({ start, drain, step, check }),
+    value: ObjectFreeze({ start, drain, step }),
     writable: false,
     enumerable: false,
     configurable: false,

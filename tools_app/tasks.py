@@ -1,13 +1,16 @@
 """The sandbox queue's only task: run a tool and send its outcome to the session.
 
+The task process is the parent of a jailed sandbox worker (``tools_app.pool``): it
+decrypts the workspace's secrets, hands the worker the call, serves its fetches and
+sends the outcome back on the session's channel, all on one event loop that lives as
+long as the process (so the channel layer's Redis connection and the worker stay warm).
+
 Delivery is at most once: the message is acknowledged when a pool process takes it, so a
-handler (which may have sent mail or charged a card) never runs twice, and one that kills
-its process is not run again and again. A worker that dies mid-call must not lose the call
-silently, though: when only the pool process dies (the kernel's OOM killer, a V8 crash),
-the worker's main process reports the call failed as soon as Celery sees the exit (at
-once, or at its pool check every 5 s); when the whole worker dies, the session's own
-deadline reports it. A call still queued when the session stopped waiting expires
-instead of running late, and a late start gets only the time left.
+handler (which may have sent mail or charged a card) never runs twice. A V8 crash or a
+limit costs only the jailed worker, which the parent replaces. If the task process itself
+dies, Celery's main process reports the call failed (``WorkerLostError``); if the whole
+worker dies, the session's own deadline reports it. A call still queued when the session
+stopped waiting expires instead of running late, and a late start gets only the time left.
 """
 
 from __future__ import annotations
@@ -21,30 +24,31 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from billiard.exceptions import TimeLimitExceeded, WorkerLostError
 from celery import shared_task
-from celery.signals import task_failure
+from celery.signals import task_failure, worker_process_init
 from channels.layers import get_channel_layer
 from django.conf import settings
+from redis.exceptions import RedisError
 
-from tools_app.services import ToolRun, ToolRunOutcome, tool_execute
+from tools_app import pool
+from tools_app.secret_refs import SecretBinding
+from tools_app.services import (
+    ToolRun,
+    ToolRunOutcome,
+    secret_bindings,
+    tool_execute_with,
+    warm_calls_pool,
+)
 
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "tools.execute"
 RETURN_MARGIN_S = 0.5  # the outcome's trip back to the session
+REPLY_RETRIES_S = (0.05, 0.25, 1.0)
+PLATFORM_ERROR = ToolRunOutcome(status="failed", error="the tool could not be run (platform error)")
 WORKER_LOST = (
     "the sandbox worker stopped while running this tool (for example out of memory); "
     "the call was not repeated"
 )
-
-
-def run_tool(payload: dict[str, Any]) -> ToolRunOutcome:
-    """Run one tool in this thread, whatever happens returning an outcome."""
-    try:
-        return asyncio.run(tool_execute(ToolRun(**payload)))
-    except Exception as exc:
-        # Never the message: it may quote handler data.
-        logger.error("tool execution failed: %s", type(exc).__name__)
-        return ToolRunOutcome(status="failed", error="the tool could not be run (platform error)")
 
 
 @shared_task(
@@ -61,12 +65,55 @@ def execute(payload: dict[str, Any], reply_channel: str, not_after: float | None
             logger.info("tool call dropped: its session stopped waiting for it")
             return
         payload = {**payload, "timeout_s": min(float(payload["timeout_s"]), left)}
-    _send(reply_channel, payload["call_id"], run_tool(payload))
+    run_tool(ToolRun(**payload), reply_channel)
+
+
+def run_tool(run: ToolRun, reply_channel: str) -> None:
+    """Load the secrets here, run the call on this process's pool loop, reply from there."""
+    try:
+        bindings = secret_bindings(workspace_id=run.workspace_id)
+    except Exception as exc:  # the database: never the message, it may quote data
+        logger.error("tool secrets could not be loaded: %s", type(exc).__name__)
+        _send(reply_channel, run.call_id, PLATFORM_ERROR)
+        return
+    pool.submit(_run_and_reply(run, bindings, reply_channel)).result()
+
+
+async def _run_and_reply(run: ToolRun, bindings: list[SecretBinding], reply_channel: str) -> None:
+    try:
+        outcome = await tool_execute_with(run, bindings)
+    except Exception as exc:
+        logger.error("tool execution failed: %s", type(exc).__name__)
+        outcome = PLATFORM_ERROR
+    await _reply(reply_channel, _message(run.call_id, outcome))
+
+
+async def _reply(reply_channel: str, message: dict[str, Any]) -> None:
+    """The connection this loop keeps to Redis may have died with a Redis restart: the
+    first use after it fails, the next one reconnects. (A repeat is harmless: the
+    session takes the first outcome of a call and drops any other.)"""
+    for delay in REPLY_RETRIES_S:
+        try:
+            await get_channel_layer().send(reply_channel, message)
+            return
+        except (RedisError, OSError) as exc:
+            logger.warning("tool outcome not sent yet: %s", type(exc).__name__)
+            await asyncio.sleep(delay)
+    await get_channel_layer().send(reply_channel, message)
+
+
+def _message(call_id: str, outcome: ToolRunOutcome) -> dict[str, Any]:
+    return {"type": "tool.result", "call_id": call_id, **asdict(outcome)}
 
 
 def _send(reply_channel: str, call_id: str, outcome: ToolRunOutcome) -> None:
-    message = {"type": "tool.result", "call_id": call_id, **asdict(outcome)}
-    async_to_sync(get_channel_layer().send)(reply_channel, message)
+    async_to_sync(get_channel_layer().send)(reply_channel, _message(call_id, outcome))
+
+
+@worker_process_init.connect
+def _warm_sandbox(**_: Any) -> None:
+    """Each task process starts its jailed worker before the first call arrives."""
+    warm_calls_pool()
 
 
 @task_failure.connect

@@ -22,7 +22,7 @@ from sessions_app import protocol
 from sessions_app.models import Agent
 from sessions_app.providers import registry
 from sessions_app.services import AGENT_FIELDS
-from tools_app.sandbox import check_syntax
+from tools_app.services import handler_check
 from tools_app.schema import SchemaError, to_json_schema
 
 # The editor's own pages live at agents/new/ and agents/templates/.
@@ -237,7 +237,7 @@ class ToolForm(forms.Form):
             self.add_error("handler", "Write the handler, or choose Browser if your page runs it.")
         elif len(handler.encode()) > protocol.TOOL_HANDLER_MAX:
             self.add_error("handler", f"At most {protocol.TOOL_HANDLER_MAX} bytes.")
-        elif (syntax_error := check_syntax(handler)) is not None:
+        elif (syntax_error := handler_check(handler)) is not None:
             self.add_error("handler", syntax_error)
         return cleaned
 

@@ -1,7 +1,8 @@
 """Agents: the list, the template gallery, the editor (new and edit) and delete.
 
 Any member of the workspace may edit agents. A handler saved here is pinned (its hash
-is stored by the service), which is what lets it see real secret values.
+is stored by the service). Saved by an owner or admin, it also sees the values of the
+secrets marked "readable by code"; everyone else's handlers only hold references.
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_create(
-                workspace=scope.workspace, tools=editor.tool_list(), **editor.agent_fields()
+                workspace=scope.workspace,
+                tools=editor.tool_list(),
+                reads_secrets=scope.can_read_secrets,
+                **editor.agent_fields(),
             )
         except ValidationError as error:
             editor.add_service_error(error)
@@ -81,7 +85,10 @@ def edit(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_update(
-                agent=agent, tools=editor.tool_list(), **editor.agent_fields()
+                agent=agent,
+                tools=editor.tool_list(),
+                reads_secrets=scope.can_read_secrets,
+                **editor.agent_fields(),
             )
         except ValidationError as error:
             editor.add_service_error(error)

@@ -50,6 +50,18 @@ class Scope:
     def can_manage_keys(self) -> bool:
         return self.role in (Membership.Role.OWNER, Membership.Role.ADMIN)
 
+    @property
+    def can_read_secrets(self) -> bool:
+        """Owners and admins: their saved handlers may see readable secret values, and
+        they alone choose where a secret may be sent."""
+        return self.can_manage_keys
+
+    def require_secret_manager(self) -> None:
+        if not self.can_read_secrets:
+            raise PermissionDenied(
+                "Only owners and admins can choose where a secret may be sent or let code read it."
+            )
+
     def require_key_manager(self) -> None:
         if not self.can_manage_keys:
             raise PermissionDenied("Only owners and admins can manage API keys.")

@@ -1,4 +1,7 @@
-"""Secrets: list, create, replace, change hosts, delete. Any member may manage them.
+"""Secrets: list, create, replace, change access, delete.
+
+Any member may add, replace and delete secrets; only owners and admins choose where a
+value may be sent (its allowed hosts) and whether saved handlers may read it.
 
 A value goes in and never comes out: the value inputs never render what was typed (not
 even after an error), error reports mask it, and messages name only the secret.
@@ -18,6 +21,7 @@ from django.views.decorators.http import require_http_methods
 from frontend.dashboard.keys import lines, readable
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app import selectors, services
+from secrets_app.models import Secret
 from secrets_app.validators import clean_hosts, validate_secret_name, validate_secret_value
 
 SECTION = "dashboard:secrets"
@@ -44,8 +48,21 @@ def _hosts_field() -> forms.CharField:
     )
 
 
+def _readable_field() -> forms.BooleanField:
+    return forms.BooleanField(
+        required=False,
+        label="Readable by code",
+        help_text=(
+            "Off (recommended): tool code holds a reference, and the platform puts the "
+            "value in only on its way to an allowed host. On: handlers saved by an owner or "
+            "admin see the value itself, so you trust that code not to leak it."
+        ),
+    )
+
+
 class HostsForm(forms.Form):
     allowed_hosts = _hosts_field()
+    readable_by_code = _readable_field()
 
     def clean_allowed_hosts(self) -> list[str]:
         try:
@@ -57,7 +74,22 @@ class HostsForm(forms.Form):
 class ReplaceForm(HostsForm):
     value = _value_field()
 
-    field_order = ["value", "allowed_hosts"]
+    field_order = ["value", "allowed_hosts", "readable_by_code"]
+
+    def __init__(self, *args: object, scope: Scope, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.scope = scope
+        if not scope.can_read_secrets:  # access stays as an owner or admin set it
+            del self.fields["allowed_hosts"]
+            del self.fields["readable_by_code"]
+
+    def access(self) -> dict[str, object]:
+        """The access fields this user may set, for ``secret_set``."""
+        return {
+            name: self.cleaned_data[name]
+            for name in ("allowed_hosts", "readable_by_code")
+            if name in self.fields
+        }
 
     def clean_value(self) -> str:
         value: str = self.cleaned_data["value"]
@@ -76,11 +108,7 @@ class CreateForm(ReplaceForm):
         "<code>ctx.secrets.NAME</code>.",
     )
 
-    field_order = ["name", "value", "allowed_hosts"]
-
-    def __init__(self, *args: object, scope: Scope, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.scope = scope
+    field_order = ["name", "value", "allowed_hosts", "readable_by_code"]
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"].strip()
@@ -109,10 +137,7 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         secret, _ = services.secret_set(
-            workspace=scope.workspace,
-            name=data["name"],
-            value=data["value"],
-            allowed_hosts=data["allowed_hosts"],
+            workspace=scope.workspace, name=data["name"], value=data["value"], **form.access()
         )
         messages.success(request, f"Secret {secret.name} saved.")
         return redirect("dashboard:secrets", scope.workspace.pk)
@@ -126,14 +151,13 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def replace(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
     secret = selectors.secret_get(workspace=scope.workspace, name=name)
-    initial = {"allowed_hosts": "\n".join(secret.allowed_hosts)}
-    form = ReplaceForm(request.POST or None, initial=initial)
+    form = ReplaceForm(request.POST or None, initial=_access_initial(secret), scope=scope)
     if request.method == "POST" and form.is_valid():
         services.secret_set(
             workspace=scope.workspace,
             name=secret.name,
             value=form.cleaned_data["value"],
-            allowed_hosts=form.cleaned_data["allowed_hosts"],
+            **form.access(),
         )
         messages.success(request, f"Secret {secret.name} replaced.")
         return redirect("dashboard:secrets", scope.workspace.pk)
@@ -141,19 +165,22 @@ def replace(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
     return render_page(request, scope, "dashboard/secrets_replace.html", context, section=SECTION)
 
 
+def _access_initial(secret: Secret) -> dict[str, object]:
+    return {
+        "allowed_hosts": "\n".join(secret.allowed_hosts),
+        "readable_by_code": secret.readable_by_code,
+    }
+
+
 @workspace_page
 @require_http_methods(["GET", "POST"])
 def hosts(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
+    scope.require_secret_manager()
     secret = selectors.secret_get(workspace=scope.workspace, name=name)
-    initial = {"allowed_hosts": "\n".join(secret.allowed_hosts)}
-    form = HostsForm(request.POST or None, initial=initial)
+    form = HostsForm(request.POST or None, initial=_access_initial(secret))
     if request.method == "POST" and form.is_valid():
-        services.secret_update_hosts(
-            secret=secret, allowed_hosts=form.cleaned_data["allowed_hosts"]
-        )
-        messages.success(
-            request, f"Allowed hosts of {secret.name} updated; its value is unchanged."
-        )
+        services.secret_update_hosts(secret=secret, **form.cleaned_data)
+        messages.success(request, f"Access to {secret.name} updated; its value is unchanged.")
         return redirect("dashboard:secrets", scope.workspace.pk)
     context = {"secret": secret, "form": form}
     return render_page(request, scope, "dashboard/secrets_hosts.html", context, section=SECTION)

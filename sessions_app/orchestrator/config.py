@@ -25,6 +25,7 @@ class ToolDefinition:
     client: bool = False
     timeout_s: float | None = None  # None: the session's client_tool_timeout
     pinned: bool = False
+    reads_secrets: bool = False
 
 
 @dataclass(kw_only=True)

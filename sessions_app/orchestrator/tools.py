@@ -106,6 +106,7 @@ class ToolCalls(SessionCore):
             arguments=arguments,
             timeout_s=self._timeout(tool),
             pinned=tool.pinned,
+            reads_secrets=tool.reads_secrets,
         )
         task = self._spawn("server tool", self._execute, invocation, message)
         self._background.add(task)

@@ -181,7 +181,8 @@ class ToolInvocation:
     handler: str  # JavaScript source
     arguments: dict[str, Any]
     timeout_s: float
-    pinned: bool  # handler source hash was saved with the agent by the owner
+    pinned: bool  # handler source hash was saved with the agent
+    reads_secrets: bool = False  # pinned by an owner or admin: readable secrets are values
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ class ToolOutcome:
     result: str | None = None  # JSON text given to the LLM
     error: str | None = None  # human-readable error given to the LLM
     log: str | None = None  # the handler's console output, for the session record only
+    cpu_ms: float = 0.0  # CPU the sandbox spent on the call
 
 
 class ToolRunner(abc.ABC):

@@ -15,6 +15,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -35,7 +36,7 @@ from tests.faults.processes import (
     until,
 )
 from tools_app import tasks
-from tools_app.services import ToolRunOutcome
+from tools_app.services import ToolRun
 
 TIMEOUT_MS = 3000
 GRACE_S = 5.0  # the orchestrator's SERVER_TOOL_GRACE_S: the longest a session may wait
@@ -263,10 +264,11 @@ def test_a_call_that_reaches_a_worker_late_runs_only_in_the_time_left(monkeypatc
     """What the process tests cannot time exactly: the deadline a queued call carries."""
     ran: list[dict[str, Any]] = []
     sent: list[str] = []
-    monkeypatch.setattr(
-        tasks, "run_tool", lambda payload: ran.append(payload) or ToolRunOutcome("completed")
-    )
-    monkeypatch.setattr(tasks, "_send", lambda channel, call_id, outcome: sent.append(call_id))
+    def run_tool(run: ToolRun, reply_channel: str) -> None:
+        ran.append(asdict(run))
+        sent.append(run.call_id)
+
+    monkeypatch.setattr(tasks, "run_tool", run_tool)
     payload = {"call_id": "c1", "workspace_id": 1, "name": "t", "handler": "() => 1",
                "arguments": {}, "timeout_s": 10.0, "pinned": False}  # fmt: skip
 

@@ -16,6 +16,7 @@ def test_create_replace_delete_never_returns_the_value(owner, owner_api):
     assert created.json() == {
         "name": "WEATHER_KEY",
         "allowed_hosts": ["api.weather.com"],
+        "readable_by_code": False,
         "created_at": created.json()["created_at"],
         "updated_at": created.json()["updated_at"],
     }

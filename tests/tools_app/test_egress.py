@@ -36,11 +36,10 @@ from tools_app.egress import (
     EgressFailed,
     EgressPolicy,
     FetchRequest,
-    SecretBinding,
     fetch,
     host_allowed,
-    make_reference,
 )
+from tools_app.secret_refs import SecretBinding, make_reference
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:4700::1111"

@@ -1,18 +1,27 @@
-"""The V8 sandbox that runs tool handlers: results, errors, limits, isolation, Web APIs."""
+"""The V8 sandbox that runs tool handlers: results, errors, limits, isolation, Web APIs.
+
+Every call here goes the production way: through a pool of jailed worker processes
+(``tools_app.pool``), whose parent is this test process.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from tools_app import sandbox
-from tools_app.sandbox import SandboxLimits, SandboxResult, check_syntax, run_handler
+from tests.tools_app.jailed import run_jailed, worker_pids
+from tools_app.calls import SandboxLimits, SandboxResult
+from tools_app.pool import FetchDenied
+from tools_app.sandbox import CONSOLE_TRUNCATED
+from tools_app.services import handler_check
 
 
 class FakeFetcher:
@@ -34,10 +43,11 @@ class FakeFetcher:
             await asyncio.sleep(self.delay)
             if self.error is not None:
                 raise self.error
+            body = json.dumps({"got": request}).encode()
             return {
                 "status": 200,
                 "headers": [["Content-Type", "application/json"], ["Set-Cookie", "a=1"]],
-                "body": json.dumps({"got": request}),
+                "body": base64.b64encode(body).decode(),
                 "url": request["url"],
             }
         except asyncio.CancelledError:
@@ -51,18 +61,14 @@ async def run(
     source: str,
     args: dict[str, Any] | None = None,
     *,
-    fetcher: FakeFetcher | None = None,
+    fetcher: Any = None,
     secrets: dict[str, str] | None = None,
+    lane: int = 1,
     **limits: Any,
 ) -> SandboxResult:
     limits.setdefault("wall_time_s", 5.0)
-    return await run_handler(
-        source,
-        args or {},
-        secrets=secrets or {},
-        fetcher=fetcher or FakeFetcher(),
-        limits=SandboxLimits(**limits),
-    )
+    fetcher = fetcher or FakeFetcher()
+    return await run_jailed(source, args, fetcher=fetcher, secrets=secrets, lane=lane, **limits)
 
 
 async def value(source: str, args: dict[str, Any] | None = None, **kwargs: Any) -> Any:
@@ -85,7 +91,7 @@ async def error(source: str, **kwargs: Any) -> str:
 
 async def test_async_handler_result_comes_back_as_json() -> None:
     result = await run("async (args, ctx) => ({ sum: args.a + args.b })", {"a": 2, "b": 3})
-    assert result == SandboxResult(
+    assert replace(result, cpu_ms=0.0) == SandboxResult(
         ok=True,
         result_json='{"sum":5}',
         error=None,
@@ -131,7 +137,7 @@ async def test_handler_source_is_one_function_expression_and_nothing_more() -> N
 
 async def test_ctx_holds_only_secrets_and_fetch_and_is_frozen() -> None:
     got = await value("(args, ctx) => [Object.keys(ctx), Object.isFrozen(ctx), typeof ctx.fetch]")
-    assert got == [["secrets", "fetch"], True, "function"]
+    assert got == [["secrets", "fetch", "basicAuth"], True, "function"]
 
 
 async def test_long_result_is_cut_to_the_limit_and_says_so() -> None:
@@ -279,38 +285,34 @@ async def test_after_any_failure_the_next_call_works(attack: str) -> None:
     assert await value("(args) => args.n * 2", {"n": 21}) == 42
 
 
-@pytest.fixture
-def contexts(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every V8 context run_handler creates, with whether it was closed."""
-    created: list[Any] = []
-
-    class TrackedMiniRacer(sandbox.MiniRacer):
-        def __init__(self) -> None:
-            super().__init__()
-            self.closed = False
-            created.append(self)
-
-        def close(self, *exc_info: Any) -> None:
-            super().close(*exc_info)
-            self.closed = True
-
-    monkeypatch.setattr(sandbox, "MiniRacer", TrackedMiniRacer)
-    return created
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] in {"Z", "X"}
+    except FileNotFoundError:
+        return True
 
 
-@pytest.mark.parametrize("source", ["() => 1", "() => new Promise(() => {})", *ATTACKS])
-async def test_every_context_is_closed(contexts: list[Any], source: str) -> None:
+@pytest.mark.parametrize("source", ["() => 1", "() => new Promise(() => {})", *ATTACKS[2:]])
+async def test_a_worker_that_finished_a_call_lives_on(source: str) -> None:
     await run(source, wall_time_s=0.3, heap_bytes=32 * 1024 * 1024)
-    assert [context.closed for context in contexts] == [True]
+    before = await worker_pids()
+    assert await value("() => 1") == 1
+    assert await worker_pids() == before
 
 
-async def test_cancelling_a_call_still_closes_its_context(contexts: list[Any]) -> None:
+async def test_cancelling_a_call_kills_its_worker() -> None:
+    await value("() => 1")
+    before = await worker_pids()
     call = asyncio.create_task(run("async () => { await null; while (true) {} }"))
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.3)
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    assert [context.closed for context in contexts] == [True]
+    await asyncio.sleep(0.2)
+    killed = before - await worker_pids()
+    assert killed and all(_gone(pid) for pid in killed)
+    assert await value("() => 2") == 2
 
 
 def test_limits_must_be_positive() -> None:
@@ -318,12 +320,22 @@ def test_limits_must_be_positive() -> None:
         SandboxLimits(max_concurrent_fetches=0)
 
 
-async def test_a_stopped_handler_stops_using_cpu() -> None:
-    result = await run("async () => { await null; while (true) {} }", wall_time_s=0.3)
+@pytest.mark.parametrize(
+    "source",
+    [
+        "async () => { await null; while (true) {} }",
+        # A builtin that never checks for termination: only a kill stops it.
+        "() => [].concat({ length: 2 ** 32 - 2, [Symbol.isConcatSpreadable]: true }).length",
+    ],
+)
+async def test_a_stopped_handler_stops_using_cpu(source: str) -> None:
+    await value("() => 1")
+    before = await worker_pids()
+    result = await run(source, wall_time_s=0.5, cpu_time_s=30)
     assert result.timed_out
-    before = time.process_time()
-    await asyncio.sleep(0.3)
-    assert time.process_time() - before < 0.1
+    await asyncio.sleep(0.2)
+    killed = before - await worker_pids()
+    assert killed and all(_gone(pid) for pid in killed)
 
 
 async def test_calls_can_run_side_by_side() -> None:
@@ -430,8 +442,8 @@ async def test_console_is_capped() -> None:
     result = await run(source, max_console_bytes=2000)
     assert result.ok
     assert result.console.startswith("line 0 éé")
-    assert result.console.endswith(sandbox.CONSOLE_TRUNCATED)
-    assert len(result.console.encode()) <= 2000 + len(sandbox.CONSOLE_TRUNCATED)
+    assert result.console.endswith(CONSOLE_TRUNCATED)
+    assert len(result.console.encode()) <= 2000 + len(CONSOLE_TRUNCATED)
 
 
 # -- Timers -----------------------------------------------------------------------------
@@ -543,7 +555,7 @@ async def test_fetches_beyond_the_concurrency_limit_wait_their_turn() -> None:
 
 
 async def test_fetcher_error_rejects_with_its_message() -> None:
-    fetcher = FakeFetcher(error=ConnectionError("destination address is not public"))
+    fetcher = FakeFetcher(error=FetchDenied("destination address is not public"))
     source = """async (args, ctx) => {
       try { await ctx.fetch('https://10.0.0.1/') } catch (e) { return [e.name, e.message] }
     }"""
@@ -578,13 +590,7 @@ async def test_a_bad_answer_from_the_fetcher_becomes_a_rejection() -> None:
     async def broken(request: dict[str, Any]) -> dict[str, Any]:
         return {"status": "200", "headers": [], "body": "", "url": request["url"]}
 
-    result = await run_handler(
-        "(args, ctx) => ctx.fetch('https://a.test/')",
-        {},
-        secrets={},
-        fetcher=broken,
-        limits=SandboxLimits(),
-    )
+    result = await run("(args, ctx) => ctx.fetch('https://a.test/')", fetcher=broken)
     assert result.error == "TypeError: invalid response from the fetch proxy"
 
 
@@ -640,18 +646,6 @@ async def test_unknown_digest_is_not_supported() -> None:
       try { await crypto.subtle.digest('MD5', new Uint8Array(1)) } catch (e) { return e.name }
     }"""
     assert await value(source) == "NotSupportedError"
-
-
-async def test_get_random_values_is_chacha20_keyed_by_host_entropy(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # With an all-zero key the stream is the RFC 8439 A.1 test vector #1.
-    monkeypatch.setattr(sandbox, "_entropy", lambda size: bytes(size))
-    got = await value(f"() => ({HEX})(crypto.getRandomValues(new Uint8Array(64)))")
-    assert got == (
-        "76b8e0ada0f13d90405d6ae55386bd28bdd219b8a08ded1aa836efcc8b770dc7"
-        "da41597c5157488d7724e03fb8d84a376a43b8f41518a11cc387b669b2ee6586"
-    )
 
 
 async def test_random_values_differ_between_calls() -> None:
@@ -768,7 +762,7 @@ async def test_atob_and_btoa() -> None:
     assert got == ["aGVsbG8=", "hello", "hello", "6Q==", ["InvalidCharacterError"] * 2]
 
 
-# -- check_syntax -------------------------------------------------------------------------
+# -- checking a handler: parsed in a worker, never run -----------------------------------
 
 
 @pytest.mark.parametrize(
@@ -777,10 +771,12 @@ async def test_atob_and_btoa() -> None:
         "async (args, ctx) => ({ ok: true })",
         "(args) => args",
         "// fetch the weather\nasync function weather(args, ctx) {\n  return 1\n}\n",
+        "async x => x",
+        "/* a */ (a, { b }) => b ?? a?.c",
     ],
 )
-def test_check_syntax_accepts_function_expressions(source: str) -> None:
-    assert check_syntax(source) is None
+def test_check_accepts_function_expressions(source: str) -> None:
+    assert handler_check(source) is None
 
 
 @pytest.mark.parametrize(
@@ -790,19 +786,37 @@ def test_check_syntax_accepts_function_expressions(source: str) -> None:
         ("async (args) => {\n  return 1\n", "SyntaxError: Unexpected end of input"),
         ("'use strict'", "single function expression"),
         ("class Tool {}", "single function expression"),
+        ("42", "single function expression"),
         ("1), (globalThis.x = 1), (() => 2", "single function expression"),
+        ("() => 1; globalThis.y = 2", "SyntaxError: Unexpected token ';' (line 1)"),
+        ("(() => { while (true) {} })(), () => 1", "single function expression"),
+        ("() => {}\n}); (function () {", "SyntaxError: Unexpected token '}' (line 2)"),
     ],
 )
-def test_check_syntax_says_what_is_wrong(source: str, expected: str) -> None:
-    assert expected in (check_syntax(source) or "")
+def test_check_says_what_is_wrong(source: str, expected: str) -> None:
+    assert expected in (handler_check(source) or "")
 
 
-def test_check_syntax_gives_up_on_source_that_never_finishes_evaluating() -> None:
+def test_check_never_runs_the_source() -> None:
+    # Evaluating this would never end; parsing it takes no time.
     started = time.monotonic()
-    assert check_syntax("(() => { while (true) {} })(), () => 1") is not None
+    handler_check("(() => { while (true) {} })() || (() => 1)")
     assert time.monotonic() - started < 3
 
 
-async def test_check_syntax_works_from_async_code() -> None:
-    assert check_syntax("x => {") is not None
-    assert check_syntax("x => x") is None
+async def test_check_works_from_async_code() -> None:
+    from tools_app.services import handler_check_async
+
+    assert await handler_check_async("x => {") is not None
+    assert await handler_check_async("x => x") is None
+
+
+def test_checks_side_by_side_from_threads() -> None:
+    """The crash this replaces: V8 contexts made on several threads of one process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sources = [f"async (args) => args.n + {n}" for n in range(24)] + ["x => {"] * 8
+    with ThreadPoolExecutor(max_workers=8) as threads:
+        verdicts = list(threads.map(handler_check, sources))
+    assert verdicts[:24] == [None] * 24
+    assert all("SyntaxError" in (verdict or "") for verdict in verdicts[24:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import html as html_lib
 import json
@@ -20,7 +21,7 @@ from sessions_app import selectors, services
 from sessions_app.models import Agent
 from tests.factories import Tenant, order_tool
 from tests.frontend.dashboard.conftest import page
-from tools_app.sandbox import run_handler
+from tests.tools_app.jailed import run_jailed
 
 HANDLER = """async (args, ctx) => {
   const response = await ctx.fetch("https://api.example.com/orders/" + args.order_number);
@@ -172,7 +173,12 @@ def test_the_editor_shows_the_pin_and_editing_the_handler_re_pins_it(
 def test_saving_unchanged_keeps_every_tool_and_pin(owner: Tenant, owner_client: Client) -> None:
     tools = [order_tool(timeoutMs=2000), {"name": "open_file", "client": True, "parameters": {}}]
     agent = services.agent_create(
-        workspace=owner.workspace, name="Orders", slug="orders", voice="tara", tools=tools
+        workspace=owner.workspace,
+        name="Orders",
+        slug="orders",
+        voice="tara",
+        tools=tools,
+        reads_secrets=True,  # saved by an owner, as the dashboard does
     )
     form = submitted(owner_client.get(page(owner, "agent-edit", "orders")).content.decode())
     assert owner_client.post(page(owner, "agent-edit", "orders"), form).status_code == 302
@@ -343,7 +349,7 @@ def test_each_template_opens_a_prefilled_editor_that_saves_as_is(
     assert response["Location"] == page(owner, "agent-edit", agent.slug)
     assert agent.instructions == template.agent["instructions"]
     assert agent.greeting == template.agent["greeting"] and agent.voice == template.agent["voice"]
-    assert agent.tools == services.agent_tools_clean(template.tools)
+    assert agent.tools == services.agent_tools_clean(template.tools, reads_secrets=True)
 
 
 def test_the_order_template_says_which_secret_to_create(
@@ -383,10 +389,11 @@ async def test_the_server_templates_handlers_run_in_the_sandbox() -> None:
             body = {"current": {"temperature_2m": 21.5, "wind_speed_10m": 9, "weather_code": 1}}
         else:
             body = {"status": "shipped", "expected_delivery": "2025-06-02"}
-        return {"status": 200, "headers": [], "body": json.dumps(body), "url": request["url"]}
+        encoded = base64.b64encode(json.dumps(body).encode()).decode()
+        return {"status": 200, "headers": [], "body": encoded, "url": request["url"]}
 
     weather = TEMPLATES["weather"].tools[0]["handler"]
-    result = await run_handler(weather, {"city": "Paris"}, secrets={}, fetcher=fetcher)
+    result = await run_jailed(weather, {"city": "Paris"}, fetcher=fetcher)
     assert result.ok, result.error
     assert json.loads(result.result_json or "") == {
         "place": "Paris, France", "temperature_c": 21.5, "wind_kmh": 9, "weather_code": 1,
@@ -395,7 +402,7 @@ async def test_the_server_templates_handlers_run_in_the_sandbox() -> None:
 
     order = TEMPLATES["order-tracking"].tools[0]["handler"]
     secrets = {"SHOP_API_KEY": "shop-key"}
-    result = await run_handler(order, {"order_number": "A 17"}, secrets=secrets, fetcher=fetcher)
+    result = await run_jailed(order, {"order_number": "A 17"}, secrets=secrets, fetcher=fetcher)
     assert result.ok and json.loads(result.result_json or "")["status"] == "shipped"
     assert requests[2]["url"] == "https://api.example.com/orders/A%2017"
     assert ["authorization", "Bearer shop-key"] in requests[2]["headers"]

@@ -1,0 +1,308 @@
+"""A sandbox worker process: the only place V8 runs. Started by ``tools_app.pool``.
+
+It starts with an empty environment and imports mini-racer, the V8 runner and this
+file, nothing of Django: no settings, database, keyring or broker. Before it takes any
+work it closes what it can of the way out, and tells the parent what it managed:
+
+- resource limits: address space for data (``RLIMIT_DATA``: allocations past it fail
+  inside the handler), no core dumps, no file writes (``RLIMIT_FSIZE`` = 0), few files;
+- its own empty network namespace, and an unprivileged user, when it starts as root;
+- a syscall filter (seccomp, through libseccomp): no sockets, no new processes or
+  programs, no opening of files at all, no signals to other processes, no ptrace;
+  so its only way out is the pipe to its parent.
+
+Then it runs calls one at a time, each in a fresh V8 context prepared while it was
+idle. Time, CPU and memory are watched from outside by the parent, which kills this
+process when a call passes a limit: nothing here has to stop a handler.
+
+Run as ``python -I -S jail.py PATH[:PATH…] MEMORY_BYTES``: the paths it may import from.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":  # before anything else is imported: our paths only
+    sys.path[:0] = sys.argv[1].split(":")
+
+import asyncio
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import resource
+import signal
+from collections import deque
+from dataclasses import asdict
+from typing import Any
+
+from tools_app.calls import (
+    HEADER_BYTES,
+    SandboxLimits,
+    decode_frame,
+    encode_frame,
+    frame_length,
+)
+from tools_app.sandbox import (
+    FetchRefused,
+    PreparedContext,
+    check_source,
+    run_prepared,
+)
+
+NOBODY = 65534
+CLONE_NEWNET = 0x40000000
+CLONE_THREAD = 0x00010000
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+MAX_OPEN_FILES = 64
+_DENIED_SYSCALLS = (
+    # networking
+    # (sending on the event loop's self-pipe, made before the filter, stays allowed)
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+    # new processes and programs
+    "fork", "vfork", "execve", "execveat",
+    # other processes
+    "kill", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open",
+    "pidfd_getfd", "pidfd_send_signal",
+    # files: nothing is opened, created, changed or linked
+    "open", "openat", "openat2", "creat", "open_by_handle_at", "name_to_handle_at",
+    "mkdir", "mkdirat", "mknod", "mknodat", "unlink", "unlinkat", "rmdir", "rename",
+    "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod",
+    "fchmodat", "chown", "fchown", "fchownat", "lchown", "truncate", "ftruncate",
+    "memfd_create", "memfd_secret",
+    # the system
+    "mount", "umount2", "pivot_root", "chroot", "setns", "unshare", "setuid", "setgid",
+    "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "bpf", "perf_event_open",
+    "userfaultfd", "io_uring_setup", "keyctl", "add_key", "request_key", "personality",
+    "reboot", "kexec_load", "init_module", "finit_module", "delete_module", "swapon",
+    "swapoff", "sethostname", "setdomainname", "acct", "quotactl",
+)  # fmt: skip
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def limit_resources(memory_bytes: int) -> dict[str, Any]:
+    """Kernel limits on this process; applied first, before V8 exists."""
+    libc = _libc()
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with its parent
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
+    return {"memory_limit_mb": memory_bytes // (1024 * 1024), "file_writes": "blocked"}
+
+
+def leave_network() -> bool:
+    """An empty network namespace of our own (root only; seccomp covers the rest)."""
+    return _libc().unshare(CLONE_NEWNET) == 0
+
+
+def drop_privileges() -> int:
+    """From root to nobody: a V8 escape then owns nothing and can signal nothing."""
+    if os.getuid() == 0:
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        except OSError:
+            pass
+    _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    return os.getuid()
+
+
+def close_files() -> None:
+    """Only the two protocol pipes stay open; nothing else is inherited by accident."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
+
+
+def filter_syscalls() -> bool:
+    """Install the seccomp filter. False where the host cannot (no libseccomp)."""
+    try:
+        import pyseccomp as seccomp
+    except (ImportError, OSError, RuntimeError):
+        return False
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    denied = seccomp.ERRNO(errno.EPERM)
+    for name in _DENIED_SYSCALLS:
+        try:
+            rules.add_rule(denied, name)
+        except (OSError, ValueError, RuntimeError):
+            pass  # a syscall this kernel or architecture does not have
+    # Threads yes (V8 needs them), processes no: clone without CLONE_THREAD is refused;
+    # clone3 says "not implemented" so that the C library falls back to clone.
+    rules.add_rule(denied, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    rules.load()
+    return True
+
+
+class Channel:
+    """Frames to and from the parent over the inherited pipes."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read_fd = read_fd
+        self._write_fd = write_fd
+        self._reader: asyncio.StreamReader | None = None
+        self._replies: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._jobs: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._next_id = 0
+        self._reading: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._reader = asyncio.StreamReader(limit=2**20)
+        protocol = asyncio.StreamReaderProtocol(self._reader)
+        await loop.connect_read_pipe(lambda: protocol, os.fdopen(self._read_fd, "rb", 0))
+        self._reading = loop.create_task(self._read_forever())
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = memoryview(encode_frame(message))
+        while data:
+            data = data[os.write(self._write_fd, data) :]
+
+    async def next_job(self) -> dict[str, Any]:
+        return await self._jobs.get()
+
+    async def fetch(self, request: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        fetch_id = self._next_id
+        reply = asyncio.get_running_loop().create_future()
+        self._replies[fetch_id] = reply
+        self.send({"t": "fetch", "id": fetch_id, "request": request})
+        answer = await reply
+        if not answer.get("ok"):
+            raise FetchRefused(str(answer.get("error") or "the request failed"))
+        response = answer.get("response")
+        if not isinstance(response, dict):
+            raise FetchRefused("invalid response from the fetch proxy")
+        return response
+
+    async def _read_forever(self) -> None:
+        assert self._reader is not None
+        while True:
+            header = await self._reader.readexactly(HEADER_BYTES)
+            message = decode_frame(await self._reader.readexactly(frame_length(header)))
+            if message.get("t") == "fetched":
+                reply = self._replies.pop(message.get("id"), None)  # type: ignore[arg-type]
+                if reply is not None and not reply.done():
+                    reply.set_result(message)
+            else:
+                self._jobs.put_nowait(message)
+
+
+class Contexts:
+    """Prepared contexts kept ready, made in the background between calls, so that a
+    call never waits for a context and its runtime (about 5 ms) to be built."""
+
+    SPARES = 2
+
+    def __init__(self, limits: SandboxLimits) -> None:
+        self.limits = limits
+        self._ready: deque[PreparedContext] = deque()
+        self._making: asyncio.Task[None] | None = None
+
+    async def take(self, limits: SandboxLimits) -> PreparedContext:
+        if limits.engine_config() != self.limits.engine_config():
+            await self._settle()
+            while self._ready:
+                self._ready.popleft().close()
+            self.limits = limits
+        while not self._ready:
+            self.refill()
+            assert self._making is not None
+            await asyncio.shield(self._making)
+        return self._ready.popleft()  # refilled after the call: V8 work would slow it
+
+    def refill(self) -> None:
+        if self._making is None and len(self._ready) < self.SPARES:
+            self._making = asyncio.get_running_loop().create_task(self._make())
+
+    async def _make(self) -> None:
+        limits = self.limits
+        try:
+            prepared = await PreparedContext.open(limits)
+        finally:
+            self._making = None
+        if limits.engine_config() == self.limits.engine_config():
+            self._ready.append(prepared)
+            self.refill()
+        else:  # the limits changed while it was being made
+            prepared.close()
+
+    async def _settle(self) -> None:
+        if self._making is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._making)
+
+
+async def serve(channel: Channel, protections: dict[str, Any]) -> None:
+    await channel.open()
+    contexts = Contexts(SandboxLimits())
+    contexts.refill()
+    channel.send({"t": "ready", "protections": protections})
+    while True:
+        job = await channel.next_job()
+        if job.get("t") == "check":
+            channel.send({"t": "checked", "error": await check_source(str(job.get("source")))})
+            continue
+        prepared = await contexts.take(SandboxLimits(**job["limits"]))
+        result = await run_prepared(
+            prepared,
+            job["source"],
+            job["args_json"],
+            job["secrets_json"],
+            fetcher=channel.fetch,
+        )
+        channel.send({"t": "result", "result": asdict(result)})
+        prepared.close()  # after the reply: nobody waits for it
+        contexts.refill()
+
+
+def _private_pipes() -> tuple[int, int]:
+    """The protocol moves off fds 0 and 1, which point at /dev/null from now on, so a
+    stray print (ours, V8's) can never corrupt a frame."""
+    read_fd, write_fd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    return read_fd, write_fd
+
+
+def main() -> None:
+    memory_bytes = int(sys.argv[2])
+    protections = limit_resources(memory_bytes)
+    read_fd, write_fd = _private_pipes()
+    protections["network_namespace"] = leave_network()
+    loop = asyncio.new_event_loop()  # its self-pipe needs a socket: made before the filter
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(_warm_up())
+    import pyseccomp  # noqa: F401  (finds libseccomp now, while files may still be opened)
+
+    protections["uid"] = drop_privileges()
+    close_files()
+    # Python itself may set LC_CTYPE (PEP 538); nothing else is there.
+    protections["environment"] = sorted(os.environ)
+    protections["syscall_filter"] = filter_syscalls()
+    protections["no_new_processes"] = protections["syscall_filter"]
+    channel = Channel(read_fd, write_fd)
+    try:
+        loop.run_until_complete(serve(channel, protections))
+    except (asyncio.IncompleteReadError, BrokenPipeError):
+        pass  # the parent went away or closed the pipe: done
+    os._exit(0)
+
+
+async def _warm_up() -> None:
+    """The first context loads V8 and ICU from disk, while files may still be opened."""
+    prepared = await PreparedContext.open(SandboxLimits())
+    prepared.close()
+    await check_source("() => 1")
+    json.dumps({})
+
+
+if __name__ == "__main__":
+    main()
