@@ -56,6 +56,7 @@ class AgentInput(StrictSerializer):
 # Secret keys are made by owners and admins only: handlers saved with one are theirs.
 SECRET_KEYS_READ_SECRETS = True
 
+
 class AgentListCreateApi(APIView):
     @extend_schema(responses=AgentOutput(many=True))
     def get(self, request: Request) -> Response:

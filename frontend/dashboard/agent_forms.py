@@ -22,8 +22,8 @@ from sessions_app import protocol
 from sessions_app.models import Agent
 from sessions_app.providers import registry
 from sessions_app.services import AGENT_FIELDS
-from tools_app.services import handler_check
 from tools_app.schema import SchemaError, to_json_schema
+from tools_app.services import handler_check
 
 # The editor's own pages live at agents/new/ and agents/templates/.
 RESERVED_SLUGS = frozenset({"new", "templates"})

@@ -264,6 +264,7 @@ def test_a_call_that_reaches_a_worker_late_runs_only_in_the_time_left(monkeypatc
     """What the process tests cannot time exactly: the deadline a queued call carries."""
     ran: list[dict[str, Any]] = []
     sent: list[str] = []
+
     def run_tool(run: ToolRun, reply_channel: str) -> None:
         ran.append(asdict(run))
         sent.append(run.call_id)
