@@ -487,3 +487,9 @@ async def test_a_redis_outage_refuses_new_sessions_in_words(tenant, monkeypatch)
     code, error = await _refused(url(tenant))
     assert (code, error["code"]) == (4503, "service_unavailable")
     assert "6379" not in error["message"]
+
+
+async def test_a_page_without_origin_is_told_to_serve_itself_from_localhost(tenant):
+    code, error = await _refused(url(tenant), origin="null")
+    assert code == 4003 and error["code"] == "origin_not_allowed"
+    assert "opened from a file" in error["message"] and "http://localhost" in error["message"]
