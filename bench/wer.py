@@ -164,7 +164,7 @@ async def measure(voices: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, float]:
     summary: dict[str, float] = {}
-    for voice in sorted({row["voice"] for row in rows}) + ["all"]:
+    for voice in [*sorted({row["voice"] for row in rows}), "all"]:
         for kind in ("plain", "coding", "all"):
             for hints in ("without", "with"):
                 chosen = [
