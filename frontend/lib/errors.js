@@ -52,6 +52,7 @@ export const READABLE = {
  * @returns {string}
  */
 export function readableError(code, message = "") {
+  if (code === "voice_unavailable" && message) return `The agent's voice is not available: ${message}.`;
   if (READABLE[code]) return READABLE[code];
   return message ? `Something went wrong: ${message}` : "Something went wrong.";
 }
