@@ -53,7 +53,10 @@ createRoot(document.getElementById("root")!).render(<NpmApp />);
 NPM_CONFIG = """import { defineConfig } from "vite";
 import react from "@vitejs/plugin-react";
 
-export default defineConfig({ plugins: [react()], build: { rollupOptions: { input: "npm.html" } } });
+export default defineConfig({
+  plugins: [react()],
+  build: { rollupOptions: { input: "npm.html" } },
+});
 """
 
 
