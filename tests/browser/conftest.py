@@ -300,17 +300,25 @@ def ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
-@pytest.fixture(scope="module")
-def browser(playwright_instance: Any, speech_wav: Path) -> Iterator[Any]:
-    """Chromium whose microphone says SPOKEN once, with permission granted."""
-    browser = playwright_instance.chromium.launch(
+def launch_with_microphone(
+    playwright_instance: Any, speech_wav: Path, *, autoplay: bool = True
+) -> Any:
+    """Chromium whose microphone says SPOKEN once, with permission granted. ``autoplay``
+    False keeps Chromium's own rule: no sound before the user clicks."""
+    args = CHROMIUM_ARGS if autoplay else [a for a in CHROMIUM_ARGS if "autoplay" not in a]
+    return playwright_instance.chromium.launch(
         executable_path=CHROMIUM,
         args=[
-            *CHROMIUM_ARGS,
+            *args,
             "--use-fake-ui-for-media-stream",
             f"--use-file-for-fake-audio-capture={speech_wav}%noloop",
         ],
     )
+
+
+@pytest.fixture(scope="module")
+def browser(playwright_instance: Any, speech_wav: Path) -> Iterator[Any]:
+    browser = launch_with_microphone(playwright_instance, speech_wav)
     yield browser
     browser.close()
 

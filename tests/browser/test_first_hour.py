@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, Pages, Platform, ThreadedLLM
+from tests.browser.conftest import Pages, Platform, ThreadedLLM, launch_with_microphone
 from tests.browser.test_examples import installed
 from tests.fakes.openai_server import Done, Finish, text_reply, tool_call
 
@@ -163,14 +163,7 @@ def voice_page(pages: Pages, platform: Platform, name: str, extra: str = "") -> 
 @pytest.fixture(scope="module")
 def strict_browser(playwright_instance: Any, speech_wav: Path) -> Any:
     """Chromium with its default autoplay rules: no sound before the user clicks."""
-    browser = playwright_instance.chromium.launch(
-        executable_path=CHROMIUM,
-        args=[
-            *(arg for arg in CHROMIUM_ARGS if not arg.startswith("--autoplay-policy")),
-            "--use-fake-ui-for-media-stream",
-            f"--use-file-for-fake-audio-capture={speech_wav}%noloop",
-        ],
-    )
+    browser = launch_with_microphone(playwright_instance, speech_wav, autoplay=False)
     yield browser
     browser.close()
 
