@@ -304,8 +304,10 @@ def launch_with_microphone(
     playwright_instance: Any, speech_wav: Path, *, autoplay: bool = True
 ) -> Any:
     """Chromium whose microphone says SPOKEN once, with permission granted. ``autoplay``
-    False keeps Chromium's own rule: no sound before the user clicks."""
-    args = CHROMIUM_ARGS if autoplay else [a for a in CHROMIUM_ARGS if "autoplay" not in a]
+    False: no sound before the user clicks, always (Chromium's default rule has exceptions
+    for sites it saw play before, which would make a test depend on the ones before it)."""
+    strict = "--autoplay-policy=user-gesture-required"
+    args = [a if "autoplay" not in a or autoplay else strict for a in CHROMIUM_ARGS]
     return playwright_instance.chromium.launch(
         executable_path=CHROMIUM,
         args=[

@@ -195,23 +195,6 @@ def test_the_start_button_starts_sound_and_microphone_with_autoplay_blocked(
         context.close()
 
 
-def test_blocked_audio_without_the_button_asks_for_a_click(
-    strict_browser: Any, platform: Platform, pages: Pages
-) -> None:
-    context = strict_browser.new_context()
-    page = context.new_page()
-    try:
-        page.goto(voice_page(pages, platform, "autostart.html", "autoStart: true,"))
-        error = page.locator(".va-error", has_text="click")
-        error.wait_for(timeout=TIMEOUT_MS)
-        assert page.locator(".va-status").inner_text() != "Listening…"
-        page.mouse.click(5, 5)
-        page.locator(".va-status", has_text="Listening…").wait_for(timeout=TIMEOUT_MS)
-        assert page.locator(".va-error").inner_text() == ""
-    finally:
-        context.close()
-
-
 # ---------------------------------------------------------------- URLs and files
 
 RECORD_SOCKETS = """
