@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.views.decorators.http import require_safe
 
 from frontend.library import FILE_NAME, library
+from frontend.sdk import PACKAGE_NAME, sdk_tarball
 
 YEAR_S = 365 * 24 * 3600
 
@@ -37,4 +39,19 @@ def library_file(request: HttpRequest, digest: str, name: str) -> HttpResponse:
         return _redirect(name)  # an older version: the current one (never a stale mix)
     response = HttpResponse(current.files[name], content_type=current.content_type(name))
     response["Cache-Control"] = f"public, max-age={YEAR_S}, immutable"
+    types = name.removesuffix(".js") + ".d.ts"
+    if name.endswith(".js") and types in current.files:
+        response["X-TypeScript-Types"] = types  # Deno (and esm.sh-style tools) read it
     return _cors(response)
+
+
+@require_safe
+def sdk_package(request: HttpRequest) -> HttpResponse:
+    """The library as an npm package: ``npm install https://PLATFORM/sdk/voice-agent.tgz``."""
+    platform_url = settings.PUBLIC_URL or f"{request.scheme}://{request.get_host()}"
+    digest, tarball = sdk_tarball(platform_url=platform_url)
+    response = HttpResponse(tarball, content_type="application/gzip")
+    response["Content-Disposition"] = f'attachment; filename="{PACKAGE_NAME}.tgz"'
+    response["Cache-Control"] = "no-cache"  # the same URL gets the library's next version
+    response["ETag"] = f'"{digest}"'
+    return response

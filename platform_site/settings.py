@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by us: the API docs work offline
     "secrets_app",
     "sessions_app",
     "tools_app",
@@ -124,6 +125,17 @@ def _redis_url(url: str | None) -> str | None:
 
 
 REDIS_URL = _redis_url(env_str("REDIS_URL"))
+
+
+def _public_url(url: str | None) -> str | None:
+    if url and (urlparse(url).scheme not in {"http", "https"} or not urlparse(url).netloc):
+        raise ImproperlyConfigured("PUBLIC_URL must look like https://platform.example.com")
+    return url.rstrip("/") if url else None
+
+
+# The platform's address as browsers reach it (behind a proxy the request may not tell).
+# Baked into the npm package of the browser library; unset: taken from the request.
+PUBLIC_URL = _public_url(env_str("PUBLIC_URL"))
 
 if REDIS_URL:
     CHANNEL_LAYERS = {
@@ -192,6 +204,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Product limits.

@@ -45,6 +45,20 @@ def agent_allowed(key: ApiKey, slug: str) -> Agent:
     return agent
 
 
+def _origin_refusal(origin: str | None) -> str:
+    if origin in (None, "", "null"):
+        # A page opened from a file (or in a sandboxed frame) has no origin to allow: "null"
+        # would let any such page anywhere use the key.
+        return (
+            "this page has no origin (opened from a file, or in a sandboxed frame); serve it "
+            "from a web address instead, e.g. python3 -m http.server 8080 and "
+            "http://localhost:8080/ (a key without allowed origins accepts localhost)"
+        )
+    return (
+        f"origin {origin[:200]!r} is not allowed for this key; add it to the key's allowed origins"
+    )
+
+
 def authorize_connection(*, key: str, origin: str | None, agent_slug: str | None) -> Access:
     try:
         api_key = key_services.api_key_authenticate(plaintext=key, kind=ApiKey.Kind.PUBLISHABLE)
@@ -55,11 +69,6 @@ def authorize_connection(*, key: str, origin: str | None, agent_slug: str | None
             ) from None
         raise ConnectionRefused(CLOSE_BAD_KEY, "invalid_key", rejected.reason) from None
     if not origin_allowed(api_key.allowed_origins, origin):
-        raise ConnectionRefused(
-            CLOSE_ORIGIN,
-            "origin_not_allowed",
-            f"origin {str(origin)[:200]!r} is not allowed for this key; "
-            "add it to the key's allowed origins",
-        )
+        raise ConnectionRefused(CLOSE_ORIGIN, "origin_not_allowed", _origin_refusal(origin))
     agent = agent_allowed(api_key, agent_slug) if agent_slug else None
     return Access(key=api_key, workspace=api_key.workspace, origin=origin or "", agent=agent)

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from platform_site.serializers import StrictSerializer, django_errors_as_drf
 from secrets_app.authentication import request_workspace
 from secrets_app.validators import AGENT_SLUG
-from sessions_app import selectors, services
+from sessions_app import protocol, selectors, services
 from sessions_app.models import Agent, Session
 from sessions_app.providers import registry
 
@@ -26,7 +26,8 @@ class AgentOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
         model = Agent
         fields = [
             "id", "name", "slug", "instructions", "greeting", "voice", "mode", "llm_model",
-            "stt_provider", "tts_provider", "tools", "created_at", "updated_at",
+            "stt_provider", "tts_provider", "vocabulary", "empty_reply", "tools", "created_at",
+            "updated_at",
         ]  # fmt: skip
 
 
@@ -49,6 +50,18 @@ class AgentInput(StrictSerializer):
     )
     tts_provider = serializers.ChoiceField(
         choices=registry.names("tts"), required=False, allow_blank=True
+    )
+    vocabulary = serializers.ListField(
+        child=serializers.CharField(max_length=protocol.VOCABULARY_TERM_MAX),
+        max_length=protocol.VOCABULARY_MAX,
+        required=False,
+        help_text="Words users are expected to say (names, code identifiers): recognition hints.",
+    )
+    empty_reply = serializers.CharField(
+        max_length=protocol.EMPTY_REPLY_MAX,
+        required=False,
+        allow_blank=True,
+        help_text="Said when the LLM's reply is empty. Blank: the platform's sentence.",
     )
     tools = serializers.ListField(child=serializers.JSONField(), required=False)
 

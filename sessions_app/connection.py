@@ -122,6 +122,9 @@ class Connection:
                 await self._configure(message)
             elif isinstance(message, protocol.ResumeMessage):
                 await self._resume(message)
+            elif isinstance(message, protocol.PingMessage):
+                # Keep-alives and latency probes work before configure, as after it.
+                await self._send_early("pong", protocol.pong_data(message))
             else:
                 await self._error("not_configured", "send configure first")
         except RedisError:
@@ -360,14 +363,12 @@ class Connection:
         if self._session is not None:
             await self._session.handle_error(code, message)
             return
+        await self._send_early("error", {"code": code, "message": message})
+
+    async def _send_early(self, event_type: str, data: dict[str, Any]) -> None:
+        """An event before the session exists, numbered ahead of the session's own."""
         self._pre_seq += 1
-        event = {
-            "type": "error",
-            "seq": self._pre_seq,
-            "ts": int(time.time() * 1000),
-            "code": code,
-            "message": message,
-        }
+        event = {"type": event_type, "seq": self._pre_seq, "ts": int(time.time() * 1000), **data}
         metrics.observe_event(event)
         await self._send_text(self._codec.encode(event))
 

@@ -33,6 +33,10 @@ class Agent(models.Model):
     stt_provider = models.CharField(max_length=32, blank=True)
     tts_provider = models.CharField(max_length=32, blank=True)
     tools = models.JSONField(default=list, blank=True)
+    # Words users are expected to say (product names, code identifiers): recognition hints.
+    vocabulary = models.JSONField(default=list, blank=True)
+    # Said when the LLM's reply is empty; blank: the platform's sentence.
+    empty_reply = models.CharField(max_length=256, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

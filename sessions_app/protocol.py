@@ -41,6 +41,9 @@ TOOL_TIMEOUT_MS_MAX = 60_000
 TEXT_MAX = 4 * 1024
 CONTEXT_TEXT_MAX = 4 * 1024
 SHORT_STRING_MAX = 256  # agent slugs, voices, call ids, session ids, tokens
+EMPTY_REPLY_MAX = 256
+VOCABULARY_MAX = 100  # terms (AssemblyAI's keyterms take up to 100…
+VOCABULARY_TERM_MAX = 50  # …of at most 50 characters each)
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 PROTOCOL_VERSION = 1
@@ -91,6 +94,8 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 ShortString = Annotated[str, _max_bytes(SHORT_STRING_MAX)]
 VariableValue = Annotated[str, _max_bytes(VARIABLE_VALUE_MAX)]
 Variables = Annotated[dict[Name, VariableValue], Field(max_length=VARIABLES_MAX)]
+VocabularyTerm = Annotated[str, Field(max_length=VOCABULARY_TERM_MAX), AfterValidator(_not_blank)]
+Vocabulary = Annotated[list[VocabularyTerm], Field(max_length=VOCABULARY_MAX)]
 
 
 class _Message(BaseModel):
@@ -136,6 +141,10 @@ class ConfigureMessage(_Message):
     mode: Literal["voice", "text"] | None = None
     variables: Variables | None = None
     tools: Annotated[list[ToolDeclaration], Field(max_length=TOOLS_MAX)] | None = None
+    # Words the user is expected to say (names, code identifiers): recognition hints.
+    vocabulary: Vocabulary | None = None
+    # Said when the LLM's reply is empty (instead of silence).
+    empty_reply: Annotated[str, _max_bytes(EMPTY_REPLY_MAX)] | None = None
     # False: the page cannot play audio yet (no user gesture); the greeting is spoken
     # once it sends `audio_ready`.
     audio_ready: bool = True
@@ -191,6 +200,11 @@ class ToolResultMessage(_Message):
 class PingMessage(_Message):
     type: Literal["ping"] = "ping"
     t: Annotated[Any, AfterValidator(_number)] = None
+
+
+def pong_data(ping: PingMessage) -> dict[str, Any]:
+    """The fields of the ``pong`` that answers ``ping``."""
+    return {} if ping.t is None else {"t": ping.t}
 
 
 class ResumeMessage(_Message):

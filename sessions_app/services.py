@@ -7,6 +7,7 @@ import json
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -16,6 +17,7 @@ from pydantic import ValidationError as PydanticError
 from secrets_app.models import ApiKey, Workspace
 from sessions_app import protocol
 from sessions_app.models import Agent, Session, ToolCallRecord, TranscriptEntry, TurnRecord
+from sessions_app.providers import registry
 from tools_app.egress import SecretBinding
 from tools_app.schema import SchemaError, to_json_schema
 from tools_app.services import handler_check, scrub, secret_bindings
@@ -25,7 +27,7 @@ _TRUNCATED = " … [truncated]"
 
 AGENT_FIELDS = (
     "name", "slug", "instructions", "greeting", "voice", "mode",
-    "llm_model", "stt_provider", "tts_provider",
+    "llm_model", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
 )  # fmt: skip
 
 
@@ -73,7 +75,32 @@ def agent_tools_clean(tools: list[Any], *, reads_secrets: bool = False) -> list[
     return pinned
 
 
+def agent_vocabulary_clean(vocabulary: Any) -> list[str]:
+    """The recognition hints as stored: the same rules as a browser's configure."""
+    try:
+        message = protocol.ConfigureMessage.model_validate(
+            {"type": "configure", "vocabulary": vocabulary}, by_alias=True, by_name=False
+        )
+    except PydanticError as exc:
+        raise ValidationError({"vocabulary": [protocol.describe_errors(exc)]}) from None
+    return [term.strip() for term in message.vocabulary or []]
+
+
+def _check_voice(agent: Agent) -> None:
+    """A voice the agent's TTS does not have is refused now, not found out in a session."""
+    voice = agent.voice.strip()
+    provider = agent.tts_provider or settings.TTS_PROVIDER
+    voices = registry.provider_class("tts", provider).capabilities.voices
+    if voice and voices is not None and voice.lower() not in voices:
+        raise ValidationError(
+            {"voice": [f"text-to-speech {provider!r} has no voice {voice[:40]!r}; "
+                       f"its voices: {', '.join(voices)}"]}
+        )  # fmt: skip
+
+
 def _save(agent: Agent) -> Agent:
+    agent.vocabulary = agent_vocabulary_clean(agent.vocabulary)
+    _check_voice(agent)
     try:
         with transaction.atomic():
             agent.save()

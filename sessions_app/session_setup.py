@@ -17,13 +17,13 @@ from django.conf import settings
 from sessions_app import protocol
 from sessions_app.access import CLOSE_INLINE_REFUSED, Access, agent_allowed
 from sessions_app.models import Agent
-from sessions_app.orchestrator import SessionConfig, ToolDefinition
+from sessions_app.orchestrator import DEFAULT_EMPTY_REPLY, SessionConfig, ToolDefinition
 from sessions_app.providers import registry
 from sessions_app.providers.base import LLM, STT, TTS, ToolRunner
 from sessions_app.services import handler_sha256
 from tools_app.schema import SchemaError, to_json_schema
 
-INLINE_FIELDS = {"instructions", "greeting", "voice", "tools"}
+INLINE_FIELDS = {"instructions", "greeting", "voice", "tools", "vocabulary", "empty_reply"}
 
 
 class ConfigureRefused(Exception):
@@ -165,9 +165,9 @@ def _speech_options(kind: registry.Kind, name: str) -> dict[str, Any]:
     return make() if make is not None else {}
 
 
-def _speech(kind: registry.Kind, name: str) -> Any:
+def _speech(kind: registry.Kind, name: str, **hints: Any) -> Any:
     try:
-        return registry.create(kind, name, **_speech_options(kind, name))
+        return registry.create(kind, name, **_speech_options(kind, name), **hints)
     except registry.UnknownProvider:
         known = ", ".join(registry.names(kind))
         raise ConfigureRefused(
@@ -209,6 +209,8 @@ def session_plan_build(
         barge_in_min_words=settings.BARGE_IN_MIN_WORDS,
         variables=dict(configure.variables or {}),
         tools=_tools(agent, configure.tools),
+        vocabulary=list(pick("vocabulary", agent.vocabulary if agent else [])),
+        empty_reply=pick("empty_reply", agent.empty_reply if agent else "") or DEFAULT_EMPTY_REPLY,
         max_tool_steps=settings.MAX_TOOL_STEPS,
         client_tool_timeout=settings.CLIENT_TOOL_TIMEOUT_S,
     )
@@ -216,7 +218,7 @@ def session_plan_build(
         config=config,
         agent=agent,
         llm=llm,
-        stt=_speech("stt", stt_name) if speaks else None,
+        stt=_speech("stt", stt_name, vocabulary=config.vocabulary) if speaks else None,
         tts=_speech("tts", tts_name) if speaks else None,
         tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
         stt_name=stt_name if speaks else None,
@@ -264,7 +266,7 @@ def session_plan_restore(
         config=config,
         agent=None,
         llm=llm,
-        stt=_speech("stt", meta["stt"]) if meta.get("stt") else None,
+        stt=_speech("stt", meta["stt"], vocabulary=config.vocabulary) if meta.get("stt") else None,
         tts=_speech("tts", meta["tts"]) if meta.get("tts") else None,
         tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
         stt_name=meta.get("stt"),

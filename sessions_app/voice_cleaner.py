@@ -15,7 +15,8 @@ Rules run in this order, because each one relies on the previous having run:
 6. shelve times, dates and version strings, which must be read exactly as written;
 7. numbers, most specific first: "#", phone numbers, currency, percent, degrees, units,
    ordinals, then plain numbers;
-8. symbols (`&`, `+`, dashes), after numbers so "-5" is already "minus five";
+8. symbols (`&`, `+`, arrows, comparisons, bullets, dashes; emoji are dropped), after
+   numbers so "-5" is already "minus five";
 9. tidy whitespace and punctuation, then put shelved spans back.
 """
 
@@ -337,10 +338,38 @@ def _speak_numbers(text: str) -> str:
 
 # --- 8. symbols -------------------------------------------------------------------------------
 
+# A speech engine reads a symbol it does not know by its Unicode name ("rightwards arrow"),
+# so each one becomes the words a person would say. Comparison signs count only between
+# spaces or next to a number: "<b>" and "a->b" in a path are not maths.
+_SPACED = r"(?:(?<=\s)|(?<=\d)|^)\s*{}\s*(?=\s|[\d−-]|$)"
+_PICTOGRAPHS = (
+    "[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\u2190-\u21ff\u2300-\u23ff"
+    "\u25a0-\u25ff\ufe0f\u200d]"
+)
 _SYMBOLS = (
     (re.compile(r"\s*&\s*"), " and "),
     (re.compile(r"(?<=[\w)])\s*\+\s*(?=[\w(])"), " plus "),  # "C++" keeps its pluses
+    (re.compile(r"\s*(?:[→⟶➔➜➝➞⇒⟹⇨]|(?<=\s)(?:-+|=)>(?=\s))\s*"), " to "),
+    (re.compile(r"\s*(?:[←⟵⇐]|(?<=\s)<-+(?=\s))\s*"), " from "),
+    (re.compile(r"\s*[↔⇔⟷]\s*"), " and "),
+    (re.compile(r"\s*[↑⬆]\s*"), " up "),
+    (re.compile(r"\s*[↓⬇]\s*"), " down "),
+    (re.compile(r"\s*[≈≃]\s*|(?<![^\s(])~\s?(?=\w)"), " about "),
+    (re.compile(r"\s*≠\s*|" + _SPACED.format("!==?")), " is not "),
+    (re.compile(r"\s*≤\s*|" + _SPACED.format("<=")), " at most "),
+    (re.compile(r"\s*≥\s*|" + _SPACED.format(">=")), " at least "),
+    (re.compile(_SPACED.format("<")), " less than "),
+    (re.compile(_SPACED.format(">")), " more than "),
+    (re.compile(_SPACED.format("={1,3}")), " equals "),
+    (re.compile(r"(?<=\w)\s*×\s*(?=\w)|(?<=\w)\s+\*\s+(?=\w)"), " times "),
+    (re.compile(r"\s*÷\s*"), " divided by "),
+    (re.compile(r"\s*±\s*"), " plus or minus "),
+    (re.compile(r"\s*§\s*"), " section "),
+    (re.compile(r"\s*©\s*"), " copyright "),
+    (re.compile(r"[®™℠]"), ""),
+    (re.compile(r"\s*[•·▪●◦‣∙|]\s*"), ", "),
     (re.compile(r"\s*[—–]\s*|\s+--?\s+"), ", "),
+    (re.compile(_PICTOGRAPHS), ""),  # emoji, check marks, stars: nothing to say
 )
 
 

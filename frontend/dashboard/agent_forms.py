@@ -20,6 +20,7 @@ from frontend.dashboard.agent_templates import AgentTemplate
 from secrets_app.validators import AGENT_SLUG
 from sessions_app import protocol
 from sessions_app.models import Agent
+from sessions_app.orchestrator import DEFAULT_EMPTY_REPLY
 from sessions_app.providers import registry
 from sessions_app.services import AGENT_FIELDS
 from tools_app.schema import SchemaError, to_json_schema
@@ -75,6 +76,19 @@ def _provider_choices(kind: registry.Kind, current: str) -> list[tuple[str, str]
     return [("", "Platform default"), *((name, PROVIDER_LABELS.get(name, name)) for name in names)]
 
 
+class VocabularyField(forms.CharField):
+    """A list of terms, typed one per line."""
+
+    widget = forms.Textarea(attrs={"rows": 4, **CODE_ATTRS, "wrap": "soft"})
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value)
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 class AgentForm(forms.Form):
     name = forms.CharField(max_length=100)
     slug = forms.CharField(
@@ -100,7 +114,25 @@ class AgentForm(forms.Form):
     voice = forms.CharField(
         max_length=64,
         required=False,
-        help_text="A voice of the text-to-speech provider (e.g. tara or leo). Blank: its default.",
+        help_text=(
+            "A voice of the text-to-speech provider: Orpheus has tara, leah, jess, leo, dan, "
+            "mia, zac, zoe; the offline voice has joe. Blank: its default."
+        ),
+    )
+    empty_reply = forms.CharField(
+        max_length=protocol.EMPTY_REPLY_MAX,
+        required=False,
+        label="When the model has no answer",
+        help_text=f"Said when the LLM's reply is empty. Blank: “{DEFAULT_EMPTY_REPLY}”",
+    )
+    vocabulary = VocabularyField(
+        required=False,
+        label="Words to recognise",
+        help_text=(
+            "One per line: product names, people, code identifiers (like index.js). Speech "
+            f"recognition favours them. At most {protocol.VOCABULARY_MAX}, "
+            f"{protocol.VOCABULARY_TERM_MAX} characters each."
+        ),
     )
     mode = forms.ChoiceField(
         choices=Agent.Mode.choices,

@@ -1,10 +1,12 @@
 // Audio in and out: the microphone's capture worklet and the playback worklet.
 
+import { LIBRARY_URL } from "./location.js";
+
 const AUDIO_START_WAIT_MS = 200; // how long the AudioContext may take to start by itself
 
 const WORKLETS = {
-  capture: new URL("./capture-worklet.js", import.meta.url).href,
-  playback: new URL("./playback-worklet.js", import.meta.url).href,
+  capture: new URL("./capture-worklet.js", LIBRARY_URL).href,
+  playback: new URL("./playback-worklet.js", LIBRARY_URL).href,
 };
 const MIC_CONSTRAINTS = {
   audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 },

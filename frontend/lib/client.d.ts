@@ -54,7 +54,8 @@ export interface SessionOptions {
   mode?: "voice" | "text";
   tools?: Record<string, ServerTool>;
   clientTools?: Record<string, ClientTool>;
-  /** Default: the origin the library was loaded from. */
+  /** Default: the origin the library was loaded from. `https://` or `wss://` (kept secure),
+   *  `http://` or `ws://` (not from an https page); anything else throws a TypeError. */
   platformUrl?: string;
   /** Client-side barge-in while the agent speaks; default on. */
   bargeIn?: boolean | BargeInOptions;
@@ -63,8 +64,11 @@ export interface SessionOptions {
 export interface VoiceAgentOptions extends SessionOptions {
   /** Where the default UI is rendered; required unless `ui: false`. */
   element?: HTMLElement | string; // an element, or a CSS selector for one
-  /** Default true; false: no UI, use `on()` / `getSnapshot()`. */
+  /** Default true; false: no UI, use `on()` / `getSnapshot()`; it connects at once. */
   ui?: boolean;
+  /** Voice mode with the default UI waits for its Start button (the click that lets the
+   *  browser play sound and open the microphone); true connects at once. Default false. */
+  autoStart?: boolean;
 }
 
 export interface Message {
@@ -76,11 +80,14 @@ export interface Message {
   final: boolean;
   /** The user cut this reply short (barge-in, cancel, a new turn). */
   interrupted?: boolean;
+  /** The tools this reply used, like `["Using get_weather"]` (assistant messages). */
+  steps?: readonly string[];
 }
 
 export interface AgentError {
   /** The server's code (`invalid_key`, `stt_failed`, …) or the library's own:
    *  `microphone_denied`, `microphone_unavailable`, `microphone_insecure`, `audio_unavailable`,
+   *  `audio_blocked` (the browser waits for a click), `file_page` (opened from file://),
    *  `connection_lost`, `connection_failed`. */
   code: string;
   /** The technical message (may be ""). */
@@ -137,6 +144,8 @@ export interface AgentEvents {
   event: ServerEvent;
   /** A frame reached the playback worklet. */
   audio: { samples: number };
+  /** The microphone's level (RMS, 0…1) for each 20 ms frame sent. */
+  level: { rms: number };
   /** The conversation was cleared (`reset()`, or `start()` after `stop()`). */
   reset: Record<string, never>;
 }
@@ -150,6 +159,8 @@ export interface Snapshot {
   /** The latest error (`fatal`: the conversation ended with it), null when none. */
   error: (AgentError & { fatal: boolean }) | null;
   microphone: "off" | "pending" | "on" | "denied" | "unavailable";
+  /** "blocked": the browser plays nothing and records nothing until the user clicks. */
+  audio: "off" | "blocked" | "on";
 }
 
 /** One conversation: the connection, audio, client tools and the state (core.js). */

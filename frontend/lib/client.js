@@ -6,14 +6,17 @@
 // Everything else (connection, audio, tools, state) lives in core.js.
 
 import { AgentSession, readableError } from "./core.js";
+import { LIBRARY_URL } from "./location.js";
 
 export { AgentSession, readableError };
 
-const PLATFORM_URL = new URL(import.meta.url).origin;
+const PLATFORM_URL = new URL(LIBRARY_URL).origin;
 
 export class VoiceAgent extends AgentSession {
   /**
-   * Starts a conversation and returns its handle at once; connecting happens in the background.
+   * Renders the default UI and returns the conversation's handle at once. In voice mode the
+   * UI waits for its Start button (the click that lets the browser play sound and open the
+   * microphone) unless `autoStart`; text mode and `ui: false` connect right away.
    * @param {object} options  see `VoiceAgentOptions` in client.d.ts
    * @returns {VoiceAgent}
    */
@@ -28,15 +31,21 @@ export class VoiceAgent extends AgentSession {
       );
     }
     const agent = new VoiceAgent({ platformUrl: PLATFORM_URL, ...options });
-    if (ui) mountDefaultUI(target, agent);
-    return agent.start();
+    if (!ui) return agent.start();
+    mountDefaultUI(target, agent);
+    const waitForStart = agent.mode === "voice" && !options.autoStart && !isFilePage();
+    return waitForStart ? agent : agent.start();
   }
 }
 
 // ---------------------------------------------------------------- the default UI
 
+function isFilePage() {
+  return globalThis.location?.protocol === "file:";
+}
+
 const STATUS_TEXT = {
-  idle: "",
+  idle: "Press Start to talk",
   connecting: "Connecting…",
   ready: "Ready",
   listening: "Listening…",
@@ -53,7 +62,21 @@ const STYLE_ID = "va-style";
 const STYLE = `
 .va-root { font: 15px/1.4 system-ui, sans-serif; color: var(--va-text, #1d1d1f); display: flex;
   flex-direction: column; gap: 8px; max-width: 40rem; }
-.va-status { font-size: 13px; color: var(--va-muted, #6e6e73); min-height: 1.4em; }
+.va-bar { display: flex; align-items: center; gap: 8px; }
+.va-status { font-size: 13px; color: var(--va-muted, #6e6e73); min-height: 1.4em; display: flex;
+  align-items: center; gap: 6px; }
+.va-status::before { content: ""; width: 8px; height: 8px; border-radius: 50%; background: #c7c7cc; }
+.va-root[data-status="connecting"] .va-status::before { background: #ff9f0a; }
+.va-root[data-status="listening"] .va-status::before { background: #30d158; }
+.va-root[data-status="thinking"] .va-status::before { background: #bf5af2; }
+.va-root[data-status="speaking"] .va-status::before { background: var(--va-user-bg, #0a84ff); }
+.va-root[data-status="error"] .va-status::before { background: var(--va-error, #c5221f); }
+.va-level { flex: 0 0 80px; height: 6px; border-radius: 3px; background: #e5e5ea; overflow: hidden; }
+.va-level[hidden] { display: none; }
+.va-level-bar { height: 100%; width: 0; background: #30d158; transition: width 80ms linear; }
+.va-root button.va-start { background: var(--va-user-bg, #0a84ff); color: #fff; border-color: transparent;
+  font-weight: 600; padding: 8px 18px; }
+.va-root button[hidden] { display: none; }
 .va-messages { list-style: none; margin: 0; padding: 0; display: flex; flex-direction: column; gap: 6px;
   max-height: var(--va-height, 24rem); overflow-y: auto; }
 .va-messages > li { flex-shrink: 0; }
@@ -74,7 +97,21 @@ const STYLE = `
 .va-root button:disabled { opacity: 0.5; cursor: default; }
 `;
 
+let styleSheet = null;
+
 function injectStyle() {
+  // A constructed style sheet is not an inline <style>: a page's Content-Security-Policy
+  // without 'unsafe-inline' still lets it apply.
+  if (typeof CSSStyleSheet === "function" && "adoptedStyleSheets" in document) {
+    if (!styleSheet) {
+      styleSheet = new CSSStyleSheet();
+      styleSheet.replaceSync(STYLE);
+    }
+    if (!document.adoptedStyleSheets.includes(styleSheet)) {
+      document.adoptedStyleSheets = [...document.adoptedStyleSheets, styleSheet];
+    }
+    return;
+  }
   if (document.getElementById(STYLE_ID)) return;
   const style = document.createElement("style");
   style.id = STYLE_ID;
@@ -100,6 +137,15 @@ export function mountDefaultUI(container, agent) {
   const root = element("div", "va-root");
   const status = element("div", "va-status");
   status.setAttribute("role", "status");
+  const level = element("div", "va-level");
+  level.setAttribute("role", "meter");
+  level.setAttribute("aria-label", "Microphone level");
+  level.setAttribute("aria-valuemin", "0");
+  level.setAttribute("aria-valuemax", "100");
+  const levelBar = element("div", "va-level-bar");
+  level.append(levelBar);
+  const bar = element("div", "va-bar");
+  bar.append(status, level);
   const list = element("ol", "va-messages");
   list.setAttribute("aria-live", "polite");
   const partial = element("li", "va-partial");
@@ -111,12 +157,13 @@ export function mountDefaultUI(container, agent) {
   Object.assign(input, { type: "text", placeholder: "Type a message", autocomplete: "off" });
   input.setAttribute("aria-label", "Message");
   form.append(input, element("button", "va-send", "Send"));
+  const start = element("button", "va-start", "Start");
   const stop = element("button", "va-stop", "Stop");
   const reset = element("button", "va-reset", "New conversation");
-  for (const button of [stop, reset]) button.type = "button";
+  for (const button of [start, stop, reset]) button.type = "button";
   const actions = element("div", "va-actions");
-  actions.append(stop, reset);
-  root.append(status, list, error, form, actions);
+  actions.append(start, stop, reset);
+  root.append(bar, list, error, form, actions);
   container.append(root);
 
   const rows = new Map(); // message id or "tool:" + callId → <li>
@@ -130,6 +177,7 @@ export function mountDefaultUI(container, agent) {
     }
     row.className = className;
     row.textContent = text;
+    row.hidden = !text; // a reply that so far only called tools: its tool rows say it
     if (stick) list.scrollTop = list.scrollHeight;
   };
   const showMessage = (message) => {
@@ -147,14 +195,24 @@ export function mountDefaultUI(container, agent) {
   };
   const render = () => {
     const state = agent.getSnapshot();
+    root.dataset.status = state.status;
     status.textContent = STATUS_TEXT[state.status] ?? "";
     if (partial.textContent !== state.transcript) partial.textContent = state.transcript;
     error.textContent = state.error?.readable ?? "";
-    const live = state.status !== "stopped" && state.status !== "error";
-    const noMicrophone = state.microphone === "denied" || state.microphone === "unavailable";
-    form.hidden = !(agent.mode === "text" || noMicrophone);
+    const live = !["idle", "stopped", "error"].includes(state.status);
+    start.hidden = live || state.error?.code === "file_page";
+    start.textContent = state.status === "idle" ? "Start" : "Start again";
+    stop.hidden = reset.hidden = !live;
+    level.hidden = state.microphone !== "on";
+    form.hidden = !live; // typing works in voice mode too: the fallback when speech does not
     input.disabled = !live;
-    stop.disabled = !live;
+  };
+  let shownLevel = 0;
+  const showLevel = ({ rms }) => {
+    // RMS of speech sits around 0.02-0.2: a square root spreads it over the bar.
+    shownLevel = Math.max(Math.min(1, Math.sqrt(rms * 8)), shownLevel * 0.8);
+    levelBar.style.width = `${Math.round(shownLevel * 100)}%`;
+    level.setAttribute("aria-valuenow", String(Math.round(shownLevel * 100)));
   };
 
   form.addEventListener("submit", (event) => {
@@ -163,18 +221,17 @@ export function mountDefaultUI(container, agent) {
     agent.sendText(input.value);
     input.value = "";
   });
+  // This click is the user gesture that lets the browser play sound and open the microphone.
+  start.addEventListener("click", () => agent.start());
   stop.addEventListener("click", () => agent.stop());
-  reset.addEventListener("click", () => {
-    const { status: current } = agent.getSnapshot();
-    if (current === "stopped" || current === "error") agent.start(); // a fresh conversation
-    else agent.reset();
-  });
+  reset.addEventListener("click", () => agent.reset());
 
   for (const message of agent.messages) showMessage(message);
   const unsubscribe = [
     agent.on("message", showMessage),
     agent.on("tool", showTool),
     agent.on("reset", clear),
+    agent.on("level", showLevel),
     agent.subscribe(render),
   ];
   render();

@@ -50,10 +50,41 @@ export function stringValues(variables) {
   return Object.fromEntries(Object.entries(variables).map(([key, value]) => [key, String(value)]));
 }
 
-/** `ws(s)://HOST[/prefix]/v1/session?key=…[&agent=…]` from the platform's http(s) URL. */
+// The socket's scheme for each platform URL scheme: a secure URL stays secure.
+const SOCKET_SCHEMES = { "https:": "wss:", "wss:": "wss:", "http:": "ws:", "ws:": "ws:" };
+
+/**
+ * The platform URL checked: http(s) or ws(s), and secure when the page is.
+ * @param {string} platformUrl
+ * @returns {URL}
+ * @throws {TypeError} saying what is wrong with it
+ */
+export function checkedPlatformUrl(platformUrl) {
+  let url;
+  try {
+    url = new URL(String(platformUrl));
+  } catch {
+    throw new TypeError(`voice agent: platformUrl ${JSON.stringify(String(platformUrl))} is not a URL`);
+  }
+  if (!SOCKET_SCHEMES[url.protocol]) {
+    throw new TypeError(
+      `voice agent: platformUrl must start with https://, wss://, http:// or ws://, not ${url.protocol}//`,
+    );
+  }
+  const securePage = globalThis.location?.protocol === "https:";
+  if (securePage && SOCKET_SCHEMES[url.protocol] !== "wss:") {
+    throw new TypeError(
+      "voice agent: this page is served over https, so the browser only allows a secure " +
+        `connection: use an https:// or wss:// platformUrl, not ${url.origin}`,
+    );
+  }
+  return url;
+}
+
+/** `ws(s)://HOST[/prefix]/v1/session?key=…[&agent=…]` from the platform's URL. */
 export function sessionUrl(platformUrl, apiKey, agent) {
-  const url = new URL(platformUrl);
-  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  const url = checkedPlatformUrl(platformUrl);
+  url.protocol = SOCKET_SCHEMES[url.protocol];
   url.pathname = url.pathname.replace(/\/+$/, "") + PROTOCOL_PATH;
   url.search = "";
   url.hash = "";

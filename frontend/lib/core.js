@@ -5,9 +5,17 @@
 // Wire protocol: README "The realtime protocol (v1)".
 
 import { AudioIO, microphoneErrorCode } from "./audio.js";
-import { pick, sessionUrl, stringValues, toolDeclarations, withoutUndefined } from "./config.js";
+import {
+  checkedPlatformUrl,
+  pick,
+  sessionUrl,
+  stringValues,
+  toolDeclarations,
+  withoutUndefined,
+} from "./config.js";
 import { Connection } from "./connection.js";
 import { errorInfo, FATAL_ERRORS, READABLE } from "./errors.js";
+import { LIBRARY_URL } from "./location.js";
 import { Emitter, Store } from "./events.js";
 
 export { readableError } from "./errors.js";
@@ -29,6 +37,7 @@ const INITIAL = {
   transcript: "",
   error: null,
   microphone: "off", // "off" | "pending" | "on" | "denied" | "unavailable"
+  audio: "off", // "off" | "blocked" (waits for a click) | "on"
 };
 
 /**
@@ -58,6 +67,7 @@ export class AgentSession extends Emitter {
   #dropAudio = false; // after our cancel/reset, until the server confirms
   #voicedMs = 0;
   #pendingCalls = new Set();
+  #stepCalls = new Set(); // tool calls of the current reply already listed in its steps
   #deferred = null; // events held back while start() runs
 
   /**
@@ -66,10 +76,12 @@ export class AgentSession extends Emitter {
   constructor(options = {}) {
     super();
     if (!options.apiKey) throw new TypeError("voice agent: `apiKey` (a pk_… key) is required");
+    const platformUrl = options.platformUrl ?? new URL(LIBRARY_URL).origin;
+    checkedPlatformUrl(platformUrl); // a wrong URL is a mistake in the page: say so at once
     this.#options = {
       ...options,
       mode: options.mode ?? "voice",
-      platformUrl: options.platformUrl ?? new URL(import.meta.url).origin,
+      platformUrl,
       variables: stringValues(options.variables),
       bargeIn: options.bargeIn === false ? null : { ...BARGE_IN, ...Object(options.bargeIn) },
     };
@@ -130,6 +142,12 @@ export class AgentSession extends Emitter {
     if (this.#store.getSnapshot().messages.length) this.emit("reset", {});
     this.#store.update({ ...INITIAL, status: this.status });
     this.#refreshStatus();
+    if (globalThis.location?.protocol === "file:") {
+      // The browser sends no usable origin for a file, so the platform would refuse it.
+      this.#reportError(errorInfo("file_page"), { fatal: true });
+      this.#shutdown({ failed: true });
+      return;
+    }
     const audioStarted = this.#options.mode === "voice" ? this.#startAudio() : null;
     const { platformUrl, apiKey, agent } = this.#options;
     this.#connection = new Connection({
@@ -246,6 +264,7 @@ export class AgentSession extends Emitter {
     if (audio && audio === this.#audio) {
       audioReady = await audio.startsWithoutGesture();
       this.#audioReported = audioReady;
+      if (audio === this.#audio) this.#setAudio(audioReady ? "on" : "blocked");
     }
     return withoutUndefined({
       type: "configure",
@@ -260,6 +279,7 @@ export class AgentSession extends Emitter {
   }
 
   #onAudioRunning() {
+    this.#setAudio("on");
     if (this.#audioReported || !this.#connection) return;
     this.#audioReported = true;
     this.#connection.send({ type: "audio_ready" });
@@ -277,7 +297,16 @@ export class AgentSession extends Emitter {
     this.#playing = false;
     this.#phase = "idle";
     this.#finishStreamingMessage();
-    this.#store.update({ transcript: "", microphone: "off" });
+    this.#store.update({ transcript: "", microphone: "off", audio: "off" });
+    this.#refreshStatus();
+  }
+
+  /** "blocked": the browser holds sound and microphone until the user clicks. */
+  #setAudio(audio) {
+    const { error } = this.#store.getSnapshot();
+    if (audio === "blocked") this.#reportError(errorInfo("audio_blocked"));
+    else if (error?.code === "audio_blocked") this.#store.update({ error: null });
+    this.#store.update({ audio });
     this.#refreshStatus();
   }
 
@@ -335,7 +364,7 @@ export class AgentSession extends Emitter {
         if (this.#phase === "idle") this.#setPhase("thinking"); // e.g. a reply resumed mid-way
         break;
       case "chat":
-        this.#onChat(event.text ?? "");
+        this.#onChat(event.text ?? "", event.steps);
         break;
       case "tool_status":
         this.#onToolStatus(event);
@@ -395,17 +424,19 @@ export class AgentSession extends Emitter {
   }
 
   #beginReply() {
+    this.#stepCalls.clear();
     this.#dropAudio = false;
     this.#newReply = true;
     this.#playedSamples = 0;
     this.#awaitingAudio = Boolean(this.#audio);
   }
 
-  #onChat(text) {
+  #onChat(text, steps) {
     const last = this.messages.at(-1);
     const streaming = last?.role === "assistant" && !last.final;
-    if (streaming) this.#replaceLast({ ...last, text: text || last.text, final: true });
-    else if (text) this.#addMessage("assistant", text, true);
+    const stepsField = Array.isArray(steps) && steps.length ? { steps: Object.freeze([...steps]) } : {};
+    if (streaming) this.#replaceLast({ ...last, text: text || last.text, final: true, ...stepsField });
+    else if (text) this.#addMessage("assistant", text, true, stepsField);
     if (!this.#awaitingAudio && !this.#playing) this.#setPhase("idle");
   }
 
@@ -429,8 +460,8 @@ export class AgentSession extends Emitter {
     if (last?.role === "assistant" && !last.final) this.#replaceLast({ ...last, final: true });
   }
 
-  #addMessage(role, text, final) {
-    const message = Object.freeze({ id: this.#nextMessageId++, role, text, final });
+  #addMessage(role, text, final, extra = {}) {
+    const message = Object.freeze({ id: this.#nextMessageId++, role, text, final, ...extra });
     this.#store.update({ messages: Object.freeze([...this.messages, message]) });
     this.emit("message", message);
   }
@@ -455,7 +486,21 @@ export class AgentSession extends Emitter {
 
   #onToolStatus({ callId, name, status }) {
     if (status !== "started") this.#pendingCalls.delete(callId); // cancelled or timed out: too late
+    else this.#addStep(callId, name);
     this.emit("tool", { callId, name, status });
+  }
+
+  /** The reply being written lists its tool calls in `steps` (as `chat` will). */
+  #addStep(callId, name) {
+    if (this.#stepCalls.has(callId)) return;
+    this.#stepCalls.add(callId);
+    const step = `Using ${name}`;
+    const last = this.messages.at(-1);
+    if (last?.role === "assistant" && !last.final) {
+      this.#replaceLast({ ...last, steps: Object.freeze([...(last.steps ?? []), step]) });
+    } else {
+      this.#addMessage("assistant", "", false, { steps: Object.freeze([step]) });
+    }
   }
 
   async #runClientTool({ callId, name, arguments: args }) {
@@ -478,6 +523,7 @@ export class AgentSession extends Emitter {
 
   #onCapture(pcm, rms) {
     this.#connection?.sendAudio(pcm);
+    this.emit("level", { rms });
     const bargeIn = this.#options.bargeIn;
     if (!bargeIn || !this.#playing || this.#dropAudio) {
       this.#voicedMs = 0;
@@ -546,6 +592,7 @@ export class AgentSession extends Emitter {
     if (!this.#running) return this.#failed ? "error" : "stopped";
     if (!this.#connected) return "connecting";
     if (this.#phase !== "idle") return this.#phase;
-    return this.#store.getSnapshot().microphone === "on" ? "listening" : "ready";
+    const { microphone, audio } = this.#store.getSnapshot();
+    return microphone === "on" && audio !== "blocked" ? "listening" : "ready";
   }
 }

@@ -32,6 +32,13 @@ export const READABLE = {
   microphone_unavailable: "No microphone could be used. You can type your messages instead.",
   microphone_insecure: "The microphone needs a secure (https) page. You can type your messages instead.",
   audio_unavailable: "This browser cannot play the agent's voice; replies are shown as text.",
+  audio_blocked:
+    "The browser is holding the speaker and microphone until you click: click Start (or anywhere on the page).",
+  file_page:
+    "This page was opened from a file (file://), and the voice platform only talks to pages " +
+    "served from a web address. Serve this folder from localhost: run `python3 -m http.server 8080` " +
+    "in it and open http://localhost:8080/ (a key without allowed origins accepts localhost).",
+  voice_unavailable: "The agent's chosen voice is not available here; it speaks with another voice.",
   stt_failed: "Speech recognition is not working right now. You can type your messages instead.",
   tts_failed: "The agent's voice is not working right now; the reply is shown as text.",
   llm_failed: "The agent could not answer just now. Please try again.",
@@ -45,6 +52,7 @@ export const READABLE = {
  * @returns {string}
  */
 export function readableError(code, message = "") {
+  if (code === "voice_unavailable" && message) return `The agent's voice is not available: ${message}.`;
   if (READABLE[code]) return READABLE[code];
   return message ? `Something went wrong: ${message}` : "Something went wrong.";
 }

@@ -1,8 +1,11 @@
-// Types for https://PLATFORM/react.js.
+// Types for https://PLATFORM/react.js (and `voice-agent/react` of the npm package).
 //
-//   import * as React from "react";
-//   import { bindReact } from "https://PLATFORM/react.js";
-//   export const useVoiceAgent = bindReact(React);
+//   import { useVoiceAgent } from "https://PLATFORM/react.js";
+//
+// TypeScript cannot read a URL: with the npm package installed
+// (npm install https://PLATFORM/sdk/voice-agent.tgz), one line in src/vite-env.d.ts
+// gives the URL import these types:
+//   declare module "*/react.js" { export * from "voice-agent/react"; }
 
 import type {
   AgentError,
@@ -45,6 +48,8 @@ export interface UseVoiceAgentResult {
   transcript: string;
   error: (AgentError & { fatal: boolean }) | null;
   microphone: "off" | "pending" | "on" | "denied" | "unavailable";
+  /** "blocked": the browser waits for a click before it plays sound or records. */
+  audio: "off" | "blocked" | "on";
   cancel(): void;
   reset(): void;
   sendText(text: string): void;
@@ -61,5 +66,6 @@ export type UseVoiceAgent = (options: UseVoiceAgentOptions) => UseVoiceAgentResu
 /** Builds the hook on your React (18+, for useSyncExternalStore). */
 export function bindReact(React: unknown): UseVoiceAgent;
 
-/** Works once `bindReact` was called, or when `globalThis.React` exists; throws otherwise. */
+/** The hook on your app's React: from the npm package, the React it imports; from the
+ *  platform's URL, the React found by itself (see react.js). */
 export const useVoiceAgent: UseVoiceAgent;

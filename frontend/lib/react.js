@@ -1,117 +1,104 @@
-// React binding. A module served by the platform cannot `import "react"`, so the page
-// hands its React in once:
+// React binding, loaded from the platform's URL:
 //
-//   import * as React from "react";
-//   import { bindReact } from "https://PLATFORM/react.js";
-//   export const useVoiceAgent = bindReact(React);
+//   import { useVoiceAgent } from "https://PLATFORM/react.js";
 //
-// The hook reads the core's store through useSyncExternalStore, connects on mount and
-// stops on unmount.
+// A module served from a URL cannot `import "react"` (the browser does not know where the
+// app's React is, and a second React would break hooks), so the hook finds the app's:
+//   1. the React given to `bindReact(React)`, if the page called it;
+//   2. `globalThis.React`, which a dev server setup can provide with one line in main.tsx:
+//      `import * as React from "react"; Object.assign(globalThis, { React });`
+//   3. the React DOM that started after this module: React DOM announces itself to the React
+//      DevTools hook (`__REACT_DEVTOOLS_GLOBAL_HOOK__`) when it loads, and that announcement
+//      carries the dispatcher that every hook call goes through (React's own `useMemo` is
+//      `dispatcher.useMemo(...)`). A Vite build evaluates this URL import before the bundle,
+//      so a production build needs nothing at all; a dev server loads React first, hence 2.
 
-import { AgentSession, toolDeclarations } from "./core.js";
+import { bindReact as hookOn } from "./react-hook.js";
 
-const PLATFORM_URL = new URL(import.meta.url).origin;
-const CONFIG_FIELDS = ["agent", "instructions", "greeting", "voice", "mode"];
-const hooks = new WeakMap(); // React → its useVoiceAgent
-let boundReact = null;
+const DEVTOOLS_HOOK = "__REACT_DEVTOOLS_GLOBAL_HOOK__";
+const renderers = []; // React renderers seen (their devtools "internals")
+let fromRenderer = null; // a React-like object made from the first renderer's dispatcher
 
-/**
- * Builds `useVoiceAgent` on the given React (which needs useSyncExternalStore, i.e. React 18+).
- * @param {object} React
- * @returns {(options: object) => object}
- */
-export function bindReact(React) {
-  if (typeof React?.useSyncExternalStore !== "function") {
-    throw new TypeError("bindReact(React) needs React 18 or newer (useSyncExternalStore)");
+function watchForReactDom() {
+  let hook = globalThis[DEVTOOLS_HOOK];
+  if (!hook) {
+    // What the DevTools extension would install: React DOM only announces itself to one.
+    let nextId = 0;
+    hook = {
+      renderers: new Map(),
+      supportsFiber: true,
+      inject(renderer) {
+        hook.renderers.set(++nextId, renderer);
+        return nextId;
+      },
+      onScheduleFiberRoot() {},
+      onCommitFiberRoot() {},
+      onCommitFiberUnmount() {},
+      checkDCE() {},
+    };
+    try {
+      globalThis[DEVTOOLS_HOOK] = hook;
+    } catch {
+      return;
+    }
   }
-  boundReact = React;
-  if (!hooks.has(React)) hooks.set(React, createHook(React));
-  return hooks.get(React);
+  if (hook.renderers instanceof Map) renderers.push(...hook.renderers.values()); // loaded before us
+  const inject = hook.inject;
+  if (typeof inject !== "function") return;
+  hook.inject = function (renderer) {
+    renderers.push(renderer);
+    return inject.apply(this, arguments);
+  };
+}
+
+watchForReactDom();
+
+/** React's hooks as the renderer's dispatcher serves them (React 18: `.current`, 19: `.H`). */
+function reactFromRenderers() {
+  if (fromRenderer) return fromRenderer;
+  const ref = renderers.find((renderer) => renderer?.currentDispatcherRef)?.currentDispatcherRef;
+  if (!ref) return null;
+  const dispatcher = () => {
+    const current = ref.H ?? ref.current;
+    if (!current) throw new Error("useVoiceAgent is a hook: call it inside a React component");
+    return current;
+  };
+  const hook = (name) => (...args) => dispatcher()[name](...args);
+  fromRenderer = {
+    useSyncExternalStore: hook("useSyncExternalStore"),
+    useEffect: hook("useEffect"),
+    useRef: hook("useRef"),
+    useMemo: hook("useMemo"),
+  };
+  return fromRenderer;
 }
 
 /**
- * The hook itself, on the React given to `bindReact` (or `globalThis.React`).
+ * The hook, on the app's React (see above for how it is found).
  * @param {object} options see react.d.ts
  */
 export function useVoiceAgent(options) {
-  const React = boundReact ?? globalThis.React;
+  const React = boundReact ?? globalThis.React ?? reactFromRenderers();
   if (!React) {
     throw new Error(
-      'useVoiceAgent needs React, and react.js cannot import "react" itself: call ' +
-        "`const useVoiceAgent = bindReact(React)` once with your React and use the hook it returns.",
+      "useVoiceAgent could not find your app's React: React DOM started before react.js " +
+        "(as on a dev server). Add this line to src/main.tsx: " +
+        '`import * as React from "react"; Object.assign(globalThis, { React });` ' +
+        "or call `const useVoiceAgent = bindReact(React)` once and use the hook it returns.",
     );
   }
-  return bindReact(React)(options);
+  return hookOn(React)(options);
 }
 
-/** The session's settings: `config` fields, and the same fields given at the top level. */
-function sessionOptions(options) {
-  const top = Object.fromEntries(CONFIG_FIELDS.map((name) => [name, options[name]]));
-  const config = { ...top, ...options.config };
-  return {
-    apiKey: options.apiKey,
-    platformUrl: options.platformUrl ?? PLATFORM_URL,
-    ...Object.fromEntries(CONFIG_FIELDS.map((name) => [name, config[name]])),
-    variables: config.variables ?? options.variables,
-    tools: options.tools,
-    clientTools: options.clientTools,
-    bargeIn: options.bargeIn,
-  };
-}
+let boundReact = null;
 
-/** What makes a new conversation: all but variables (sent as context) and `run` functions. */
-function sessionKey(settings) {
-  const { apiKey, platformUrl, agent, instructions, greeting, voice, mode, bargeIn } = settings;
-  const tools = toolDeclarations(settings.tools, settings.clientTools);
-  return JSON.stringify([apiKey, platformUrl, agent, instructions, greeting, voice, mode, bargeIn, tools]);
-}
-
-function createHook(React) {
-  const { useSyncExternalStore, useEffect, useRef, useMemo } = React;
-
-  return function useVoiceAgent(options = {}) {
-    const settings = sessionOptions(options);
-    const key = sessionKey(settings);
-    // No side effects here: the session connects in the effect (safe under StrictMode).
-    // eslint-disable-next-line react-hooks/exhaustive-deps -- `key` stands for `settings`
-    const session = useMemo(() => new AgentSession(settings), [key]);
-    session.clientTools = settings.clientTools; // the latest closures run
-
-    const state = useSyncExternalStore(session.subscribe, session.getSnapshot, session.getSnapshot);
-
-    useEffect(() => {
-      session.start();
-      return () => session.stop();
-    }, [session]);
-
-    const variables = JSON.stringify(settings.variables ?? {});
-    const sentVariables = useRef(variables);
-    useEffect(() => {
-      if (sentVariables.current === variables) return;
-      sentVariables.current = variables;
-      session.updateContext(JSON.parse(variables));
-    }, [session, variables]);
-
-    const actions = useMemo(
-      () => ({
-        cancel: () => session.cancel(),
-        reset: () => session.reset(),
-        sendText: (text) => session.sendText(text),
-        updateContext: (values, note) => session.updateContext(values, note),
-        start: () => session.start(),
-        stop: () => session.stop(),
-      }),
-      [session],
-    );
-
-    return {
-      state: state.status,
-      messages: state.messages,
-      transcript: state.transcript,
-      error: state.error,
-      microphone: state.microphone,
-      ...actions,
-      agent: session,
-    };
-  };
+/**
+ * Builds `useVoiceAgent` on the given React (18+); the plain `useVoiceAgent` uses it from
+ * then on too.
+ * @param {object} React
+ */
+export function bindReact(React) {
+  const hook = hookOn(React);
+  boundReact = React;
+  return hook;
 }

@@ -18,6 +18,7 @@ before a handover), ``session`` (``VoiceSession``: the consumer's entry points, 
 from __future__ import annotations
 
 from sessions_app.orchestrator.config import (
+    DEFAULT_EMPTY_REPLY,
     Mode,
     SessionConfig,
     ToolDefinition,
@@ -30,6 +31,7 @@ from sessions_app.orchestrator.tools import SERVER_TOOL_GRACE_S
 from sessions_app.orchestrator.turns import TOOLS_EXHAUSTED_NOTE
 
 __all__ = [
+    "DEFAULT_EMPTY_REPLY",
     "INTERRUPTED_MARK",
     "SERVER_TOOL_GRACE_S",
     "TOOLS_EXHAUSTED_NOTE",

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Mode = Literal["voice", "text"]
+# What the agent says when the LLM's reply is empty (nothing would be heard otherwise).
+DEFAULT_EMPTY_REPLY = "Sorry, I don't have an answer to that."
 _PLACEHOLDER_NAME = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -41,6 +43,8 @@ class SessionConfig:
     audio_ready: bool = True  # False: hold the greeting's audio until the client says so
     variables: dict[str, str] = field(default_factory=dict)
     tools: list[ToolDefinition] = field(default_factory=list)
+    vocabulary: list[str] = field(default_factory=list)  # recognition hints
+    empty_reply: str = DEFAULT_EMPTY_REPLY
     model: str | None = None
     max_tool_steps: int = 5  # LLM rounds per turn
     tts_sample_rate: int = 24_000

@@ -57,6 +57,7 @@ class VoiceSession(Resumable):
             "mode": config.mode,
             "llm": config.llm_name,
         })  # fmt: skip
+        await self._check_voice()
         if config.mode == "voice":
             await self._open_stt()
         greeting = render_template(config.greeting or "", self._variables).strip()
@@ -85,7 +86,7 @@ class VoiceSession(Resumable):
             case protocol.ToolResultMessage():
                 await self.resolve_tool_result(message.call_id, message.result, message.error)
             case protocol.PingMessage():
-                await self._emit("pong", {} if message.t is None else {"t": message.t})
+                await self._emit("pong", protocol.pong_data(message))
             case protocol.AudioReadyMessage():
                 self._audio_ready.set()
             case protocol.ConfigureMessage():

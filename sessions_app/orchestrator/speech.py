@@ -8,7 +8,7 @@ of its playback) followed by ``INTERRUPTED_MARK``.
 from __future__ import annotations
 
 from sessions_app.orchestrator.core import Sentence, SessionCore, Turn, closing_stream
-from sessions_app.providers.base import ProviderError
+from sessions_app.providers.base import TTS, ProviderError
 from sessions_app.voice_cleaner import clean_for_speech
 
 INTERRUPTED_MARK = "[interrupted]"
@@ -16,6 +16,19 @@ FRAME_MAX_MS = 100  # audio goes out in frames of at most this length
 
 
 class SpeechOutput(SessionCore):
+    @property
+    def _voice(self) -> str | None:
+        """The voice to ask for: the configured one when the TTS has it, else its default."""
+        voice = (self.config.voice or "").strip()
+        return voice if voice and unavailable_voice(self._tts, voice) is None else None
+
+    async def _check_voice(self) -> None:
+        """Say once, at the start, that the configured voice cannot be honoured."""
+        voice = (self.config.voice or "").strip()
+        problem = unavailable_voice(self._tts, voice) if self.speaks and voice else None
+        if problem is not None:
+            await self.handle_error("voice_unavailable", problem)
+
     def _say(self, turn: Turn, text: str) -> None:
         sentence = Sentence(turn.round, text)
         turn.sentences.append(sentence)
@@ -41,7 +54,7 @@ class SpeechOutput(SessionCore):
             if turn.metrics is not None and turn.metrics.first_tts_request_at is None:
                 turn.metrics.first_tts_request_at = self._clock()
             try:
-                chunks = self._tts.synthesize(speech, voice=self.config.voice)
+                chunks = self._tts.synthesize(speech, voice=self._voice)
                 async with closing_stream(chunks) as audio:
                     async for chunk in audio:
                         metrics = turn.metrics
@@ -97,6 +110,17 @@ class SpeechOutput(SessionCore):
         return " ".join(
             s.text for s in turn.sentences if s.round == turn.round and _heard(s, played_ms)
         )
+
+
+def unavailable_voice(tts: TTS | None, voice: str) -> str | None:
+    """Why ``tts`` cannot speak with ``voice`` (None: it can, or it takes any name)."""
+    voices = tts.capabilities.voices if tts is not None else None
+    if voices is None or voice.lower() in voices:
+        return None
+    return (
+        f"text-to-speech {tts.name!r} has no voice {voice[:40]!r}, so it speaks with "
+        f"{voices[0]!r}; its voices: {', '.join(voices)}"
+    )
 
 
 def _heard(sentence: Sentence, played_ms: float | None) -> bool:

@@ -114,9 +114,21 @@ class Turns(SpeechOutput, ToolCalls):
                 self._history.append(turn.message)
             turn.round_open = False
             break
+        if not turn.text.strip():
+            self._reply_instead_of_nothing(turn)
         await self._emit("chat", {"text": turn.text, "steps": turn.steps})
         if self.speaks:
             await self._finish_speech(turn)
+
+    def _reply_instead_of_nothing(self, turn: Turn) -> None:
+        """The LLM wrote nothing: say the agent's fallback sentence, never silence."""
+        turn.text = self.config.empty_reply
+        if turn.message is None:  # (a blank one is already in history: it is replaced)
+            turn.message = {"role": "assistant", "content": ""}
+            self._history.append(turn.message)
+        turn.message["content"] = turn.text
+        if self.speaks:
+            self._say(turn, turn.text)
 
     def _llm_messages(self, *, exhausted: bool) -> list[dict[str, Any]]:
         instructions = render_template(self.config.instructions, self._variables)

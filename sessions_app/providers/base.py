@@ -29,6 +29,9 @@ class Capabilities:
     tools: bool = False
     sample_rate: int | None = None  # audio providers: the rate they consume/produce
     offline: bool = False  # runs without any network (embedded default)
+    # TTS: the voice names it can speak (its default first); None: any name, the vendor
+    # itself refuses one it does not have.
+    voices: tuple[str, ...] | None = None
 
 
 # ---------------------------------------------------------------- LLM

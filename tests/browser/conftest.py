@@ -300,17 +300,27 @@ def ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
-@pytest.fixture(scope="module")
-def browser(playwright_instance: Any, speech_wav: Path) -> Iterator[Any]:
-    """Chromium whose microphone says SPOKEN once, with permission granted."""
-    browser = playwright_instance.chromium.launch(
+def launch_with_microphone(
+    playwright_instance: Any, speech_wav: Path, *, autoplay: bool = True
+) -> Any:
+    """Chromium whose microphone says SPOKEN once, with permission granted. ``autoplay``
+    False: no sound before the user clicks, always (Chromium's default rule has exceptions
+    for sites it saw play before, which would make a test depend on the ones before it)."""
+    strict = "--autoplay-policy=user-gesture-required"
+    args = [a if "autoplay" not in a or autoplay else strict for a in CHROMIUM_ARGS]
+    return playwright_instance.chromium.launch(
         executable_path=CHROMIUM,
         args=[
-            *CHROMIUM_ARGS,
+            *args,
             "--use-fake-ui-for-media-stream",
             f"--use-file-for-fake-audio-capture={speech_wav}%noloop",
         ],
     )
+
+
+@pytest.fixture(scope="module")
+def browser(playwright_instance: Any, speech_wav: Path) -> Iterator[Any]:
+    browser = launch_with_microphone(playwright_instance, speech_wav)
     yield browser
     browser.close()
 

@@ -41,13 +41,18 @@ def context(browser: Any) -> Any:
 
 
 def shoot(page: Any, name: str) -> None:
-    """Screenshots at both widths; the narrow page must not scroll sideways."""
+    """Screenshots at both widths; neither the page nor a table may scroll sideways."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     for width in (WIDE, NARROW):
         page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
         overflow = page.evaluate("document.documentElement.scrollWidth - innerWidth")
         assert overflow <= 1, f"{name} scrolls sideways by {overflow}px at {width}px"
+        hidden = page.evaluate(
+            "Math.max(0, ...[...document.querySelectorAll('.table-wrap')]"
+            ".map((wrap) => wrap.scrollWidth - wrap.clientWidth))"
+        )
+        assert hidden <= 1, f"a table of {name} hides {hidden}px of columns at {width}px"
     page.set_viewport_size({"width": WIDE, "height": 900})
 
 

@@ -79,6 +79,7 @@ def test_speech_to_a_server_tool_to_speech(
     )
     llm.script(text_reply("It is 21 degrees and sunny in Paris."))
     page.goto(weather_page(pages, platform, weather_api))
+    page.locator(".va-start").click()
 
     user = page.locator(".va-message.va-user").first
     user.wait_for(timeout=TIMEOUT_MS)
@@ -104,6 +105,7 @@ def test_barge_in_from_the_page_flushes_playback(
     )
     llm.script(Text(long_reply), Finish("stop"), Done())
     page.goto(weather_page(pages, platform, weather_api))
+    page.locator(".va-start").click()
     page.wait_for_function("window.__samples > 0", timeout=TIMEOUT_MS)
     page.evaluate("window.__agent.cancel()")
     page.wait_for_function("window.__events.includes('cancelled')", timeout=5_000)
@@ -147,6 +149,7 @@ def test_a_denied_microphone_reads_as_words_and_text_still_works(
     page = context.new_page()
     try:
         page.goto(weather_page(pages, platform, weather_api))
+        page.locator(".va-start").click()
         error = page.locator(".va-error")
         error.wait_for(timeout=TIMEOUT_MS)
         assert "Microphone access was denied" in error.inner_text()
@@ -166,6 +169,7 @@ def test_the_shipped_one_file_example_runs(platform: Platform, pages: Pages, pag
         "pk_your_publishable_key", platform.publishable_key
     )
     page.goto(pages.add("vanilla/index.html", html))
+    page.locator(".va-start").click()
     greeting = page.locator(".va-message.va-assistant", has_text="check your order status")
     greeting.wait_for(timeout=TIMEOUT_MS)
     page.wait_for_function(

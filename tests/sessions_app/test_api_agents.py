@@ -68,3 +68,44 @@ def test_speech_providers_are_checked_by_name(owner_api):
     wrong = owner_api.patch("/api/v1/agents/a", {"tts_provider": "orpheuss"}, format="json")
     assert wrong.status_code == 400
     assert "tts_provider" in wrong.json()["error"]["message"]
+
+
+def test_a_voice_the_agents_tts_lacks_is_refused(owner_api, settings):
+    settings.TTS_PROVIDER = "local"
+    refused = owner_api.post(
+        "/api/v1/agents", {"name": "A", "slug": "a", "voice": "jess"}, format="json"
+    )
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert "voice" in error["fields"] and "'jess'" in error["message"] and "joe" in error["message"]
+    orpheus = owner_api.post(
+        "/api/v1/agents",
+        {"name": "A", "slug": "a", "voice": "jess", "tts_provider": "orpheus"},
+        format="json",
+    )
+    assert orpheus.status_code == 201, orpheus.content
+    switched = owner_api.patch("/api/v1/agents/a", {"tts_provider": "local"}, format="json")
+    assert switched.status_code == 400  # the voice would no longer exist
+
+
+def test_vocabulary_and_empty_reply_are_saved_and_checked(owner_api):
+    created = owner_api.post(
+        "/api/v1/agents",
+        {
+            "name": "Coder",
+            "slug": "coder",
+            "vocabulary": [" index.js ", "greet()"],
+            "empty_reply": "I have nothing to add.",
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.content
+    assert created.json()["vocabulary"] == ["index.js", "greet()"]
+    assert created.json()["empty_reply"] == "I have nothing to add."
+    for vocabulary in (["x" * 51], ["   "], ["w"] * 101, "index.js"):
+        response = owner_api.patch(
+            "/api/v1/agents/coder", {"vocabulary": vocabulary}, format="json"
+        )
+        assert response.status_code == 400, vocabulary
+        fields = response.json()["error"]["fields"]
+        assert all(name.startswith("vocabulary") for name in fields), fields

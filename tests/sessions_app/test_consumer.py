@@ -126,8 +126,20 @@ async def test_configured_origin_is_exact(db):
     code, _ = await _refused(url(tenant), origin="http://localhost:3000")
     assert code == 4003
     async with Client(url(tenant), origin="https://shop.example.com") as client:
-        await client.send({"type": "ping", "t": 1})
+        await client.send({"type": "text", "text": "hi"})
         assert (await client.next())["code"] == "not_configured"
+
+
+async def test_ping_before_configure_answers_pong_and_seq_goes_on(tenant, llm):
+    async with Client(url(tenant)) as client:
+        await client.send({"type": "ping", "t": 42})
+        pong = await client.next()
+        assert (pong["type"], pong["t"], pong["seq"]) == ("pong", 42, 1)
+        ready = await configured(client)
+        assert ready["seq"] == 2  # the session numbers on after the early pong
+        await client.send({"type": "ping"})
+        pong = await client.until("pong")
+        assert "t" not in pong and pong["seq"] > 2
 
 
 async def test_too_many_sessions(tenant, llm, settings):
@@ -475,3 +487,9 @@ async def test_a_redis_outage_refuses_new_sessions_in_words(tenant, monkeypatch)
     code, error = await _refused(url(tenant))
     assert (code, error["code"]) == (4503, "service_unavailable")
     assert "6379" not in error["message"]
+
+
+async def test_a_page_without_origin_is_told_to_serve_itself_from_localhost(tenant):
+    code, error = await _refused(url(tenant), origin="null")
+    assert code == 4003 and error["code"] == "origin_not_allowed"
+    assert "opened from a file" in error["message"] and "http://localhost" in error["message"]

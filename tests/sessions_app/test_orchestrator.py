@@ -11,6 +11,7 @@ import pytest
 
 from sessions_app import protocol
 from sessions_app.orchestrator import (
+    DEFAULT_EMPTY_REPLY,
     INTERRUPTED_MARK,
     TOOLS_EXHAUSTED_NOTE,
     ToolDefinition,
@@ -778,3 +779,47 @@ async def test_close_leaves_no_tasks_behind(make: Callable[..., Harness]) -> Non
     await harness.say("anyone?")
     await harness.session.push_audio(tone_pcm(20))
     assert len(harness.events) == events  # a closed session is silent
+
+
+# ---------------------------------------------------------------- speech details
+
+
+async def test_an_empty_reply_says_the_fallback_sentence(make: Callable[..., Harness]) -> None:
+    harness = await started(make, mode="voice", llm=FakeLLM(script=[[]]))
+    await harness.session.handle(protocol.TextMessage(text="Hello?"))
+    await harness.wait_for("tts_done")
+    (chat,) = harness.of_type("chat")
+    assert chat["text"] == DEFAULT_EMPTY_REPLY
+    assert harness.tts.requests == [(DEFAULT_EMPTY_REPLY, None)]
+    assert harness.audio  # heard, not silence
+    assert harness.session.history[-1] == {"role": "assistant", "content": DEFAULT_EMPTY_REPLY}
+
+
+async def test_the_fallback_sentence_is_the_agents_own(make: Callable[..., Harness]) -> None:
+    harness = await started(make, llm=FakeLLM(script=[[" "]]), empty_reply="Hmm, no idea.")
+    await harness.session.handle(protocol.TextMessage(text="Hello?"))
+    await harness.wait_for("chat")
+    assert harness.of_type("chat")[0]["text"] == "Hmm, no idea."
+    assert harness.session.history[-1] == {"role": "assistant", "content": "Hmm, no idea."}
+    assert [m["role"] for m in harness.session.history] == ["user", "assistant"]
+
+
+async def test_a_voice_the_tts_lacks_is_an_error_and_the_default_speaks(
+    make: Callable[..., Harness],
+) -> None:
+    tts = FakeTTS(voices=("joe",))
+    harness = await started(make, mode="voice", tts=tts, voice="jess", greeting="Hi there.")
+    await harness.wait_for("tts_done")
+    assert harness.types[:3] == ["ready", "error", "greeting"]
+    error = harness.of_type("error")[0]
+    assert error["code"] == "voice_unavailable"
+    assert "'jess'" in error["message"] and "joe" in error["message"]
+    assert tts.requests == [("Hi there.", None)]
+
+
+async def test_a_voice_the_tts_has_is_used_quietly(make: Callable[..., Harness]) -> None:
+    tts = FakeTTS(voices=("joe", "tara"))
+    harness = await started(make, mode="voice", tts=tts, voice="Tara", greeting="Hi.")
+    await harness.wait_for("tts_done")
+    assert "error" not in harness.types
+    assert tts.requests == [("Hi.", "Tara")]

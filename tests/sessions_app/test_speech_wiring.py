@@ -96,3 +96,28 @@ async def test_a_missing_provider_setting_is_named(settings, tenant, llm) -> Non
     (error,) = [e for e in client.events if e["type"] == "error"]
     assert error["code"] == "tts_failed" and "ORPHEUS_URL" in error["message"]
     assert any(e["type"] == "chat" and e["text"] == "Hi." for e in client.events)
+
+
+async def test_an_agents_vocabulary_reaches_its_recogniser(settings, tenant, llm) -> None:
+    from sessions_app.providers import stt_local
+
+    settings.STT_PROVIDER, settings.TTS_PROVIDER = "local", "fake"
+    prompts: list[str | None] = []
+    real_open = stt_local.LocalSTT.open
+
+    async def open_recorded(self, *, sample_rate):  # the real stream, its prompt noted
+        stream = await real_open(self, sample_rate=sample_rate)
+        prompts.append(stream._prompt)
+        return stream
+
+    await sync_to_async(agent_services.agent_create)(
+        workspace=tenant.workspace, name="Coder", slug="coder", vocabulary=["index.js", "greet()"]
+    )
+    stt_local.LocalSTT.open = open_recorded  # type: ignore[method-assign]
+    try:
+        async with Client(f"/v1/session?key={tenant.publishable_key}&agent=coder") as client:
+            await client.send({"type": "configure"})
+            await client.until("ready")
+    finally:
+        stt_local.LocalSTT.open = real_open  # type: ignore[method-assign]
+    assert prompts == ["Vocabulary: index.js, greet()."]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import time
@@ -155,6 +156,15 @@ async def test_unset_turn_settings_stay_out_of_the_query(
         "format_turns": "false",
         "token": server.issued_tokens[0],
     }
+
+
+async def test_vocabulary_goes_up_as_keyterms_prompt(
+    server: FakeAssemblyAIServer, open_stream: Opener
+) -> None:
+    await open_stream(vocabulary=["index.js", "greet()", "Acme Cloud"])
+
+    query = server.sessions[0].query
+    assert json.loads(query["keyterms_prompt"]) == ["index.js", "greet()", "Acme Cloud"]
 
 
 def test_settings_outside_the_documented_ranges_are_refused() -> None:

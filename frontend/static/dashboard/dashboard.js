@@ -17,3 +17,15 @@ document.addEventListener("click", async (event) => {
     button.textContent = "Selected: press Ctrl+C";
   }
 });
+
+// Tables: each cell learns its column's name, which narrow screens show above it.
+for (const table of document.querySelectorAll("table.table")) {
+  const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+  for (const row of table.querySelectorAll("tbody tr")) {
+    let column = 0;
+    for (const cell of row.cells) {
+      if (names[column] && !cell.hasAttribute("data-label")) cell.dataset.label = names[column];
+      column += cell.colSpan;
+    }
+  }
+}

@@ -62,7 +62,8 @@ if (root) {
     sessionLine.hidden = true;
     const choice = { agent: form.elements.agent.value, mode: form.elements.mode.value };
     logLine("start", JSON.stringify(choice));
-    agent = VoiceAgent.start({ element, apiKey: root.dataset.key, ...choice });
+    // The Start button above was the click that unlocks audio: no second Start inside.
+    agent = VoiceAgent.start({ element, apiKey: root.dataset.key, autoStart: true, ...choice });
     agent.on("event", logEvent);
     agent.on("status", (status) => {
       if (status === "stopped" || status === "error") stopButton.disabled = status === "stopped";

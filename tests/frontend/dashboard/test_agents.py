@@ -472,3 +472,27 @@ def test_the_outsider_cannot_reach_an_agent_through_their_own_workspace(
     assert outsider_client.post(page(outsider, "agent-delete", "orders")).status_code == 404
     assert "Orders" not in outsider_client.get(page(outsider, "agents")).content.decode()
     assert [agent.slug for agent in agents_of(owner)] == ["orders"]
+
+
+def test_vocabulary_lines_empty_reply_and_voice_are_checked_and_saved(
+    owner: Tenant, owner_client: Client, settings: Any
+) -> None:
+    settings.TTS_PROVIDER = "local"
+    refused = owner_client.post(page(owner, "agent-new"), editor_post(voice="jess"))
+    assert "has no voice" in field_errors(refused.content.decode(), "id_voice")
+    assert agents_of(owner) == []
+    owner_client.post(
+        page(owner, "agent-new"),
+        editor_post(
+            name="Coder", voice="joe", vocabulary="index.js\n\n greet() \n", empty_reply="Hmm."
+        ),
+    )
+    agent = selectors.agent_get(workspace=owner.workspace, slug="coder")
+    assert agent.vocabulary == ["index.js", "greet()"] and agent.empty_reply == "Hmm."
+    shown = submitted(owner_client.get(page(owner, "agent-edit", "coder")).content.decode())
+    assert shown["vocabulary"] == "index.js\ngreet()"
+    long_term = owner_client.post(
+        page(owner, "agent-edit", "coder"),
+        editor_post(name="Coder", slug="coder", vocabulary="x" * 51),
+    )
+    assert "at most 50 characters" in field_errors(long_term.content.decode(), "id_vocabulary")
