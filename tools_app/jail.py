@@ -44,11 +44,13 @@ from tools_app.calls import (
     encode_frame,
     frame_length,
 )
+from tools_app.handler_shape import is_one_function
 from tools_app.sandbox import (
+    NOT_ONE_FUNCTION,
     FetchRefused,
     PreparedContext,
-    check_source,
     run_prepared,
+    syntax_error,
 )
 
 NOBODY = 65534
@@ -193,6 +195,14 @@ class Channel:
                 self._jobs.put_nowait(message)
 
 
+async def check_source(source: str) -> str | None:
+    """None if ``source`` is one function expression, else why not. Never runs it."""
+    error = await syntax_error(source)
+    if error is None and not is_one_function(source):
+        error = NOT_ONE_FUNCTION
+    return error
+
+
 class Contexts:
     """Prepared contexts kept ready, made in the background between calls, so that a
     call never waits for a context and its runtime (about 5 ms) to be built."""
@@ -300,7 +310,7 @@ async def _warm_up() -> None:
     """The first context loads V8 and ICU from disk, while files may still be opened."""
     prepared = await PreparedContext.open(SandboxLimits())
     prepared.close()
-    await check_source("() => 1")
+    await check_source("() => 1")  # and the parsers, once
     json.dumps({})
 
 

@@ -52,6 +52,8 @@ Fetcher = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 Lane = int | str  # a workspace id, or "check"
 
 JAIL = Path(__file__).with_name("jail.py")
+# All a worker may import besides the standard library and tools_app itself.
+JAIL_PACKAGES = ("py_mini_racer", "pyseccomp", "tree_sitter", "tree_sitter_javascript")
 PROJECT_ROOT = JAIL.parent.parent
 START_TIMEOUT_S = 30.0
 POLL_S = 0.05
@@ -87,7 +89,7 @@ class PoolConfig:
 def jail_command(memory_bytes: int) -> list[str]:
     """``python -I -S jail.py``: no site, no environment; the paths it may import from."""
     paths = [str(PROJECT_ROOT)]
-    for module in ("py_mini_racer", "pyseccomp"):
+    for module in JAIL_PACKAGES:
         spec = importlib.util.find_spec(module)
         if spec is not None and spec.origin is not None:
             where = Path(spec.origin).parent

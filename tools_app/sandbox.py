@@ -36,7 +36,7 @@ from py_mini_racer import JSEvalException, JSOOMException, JSParseException, Min
 
 from tools_app.calls import SandboxLimits, SandboxResult
 
-__all__ = ["FetchRefused", "Fetcher", "PreparedContext", "check_source", "run_prepared"]
+__all__ = ["FetchRefused", "Fetcher", "PreparedContext", "run_prepared", "syntax_error"]
 
 Fetcher = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 """Sends one request for ``ctx.fetch`` to the parent.
@@ -59,11 +59,6 @@ _DIGESTS = {"SHA-1": "sha1", "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512"
 _PRELUDE = Path(__file__).with_name("sandbox_prelude.js").read_text(encoding="utf-8")
 _CHACHA20 = Path(__file__).with_name("chacha20.js").read_text(encoding="utf-8")
 _PARSE_ERROR = re.compile(r"<anonymous>:(\d+): (.*)")
-# What a function expression starts with, once leading comments and blanks are gone.
-_FUNCTION_HEAD = re.compile(
-    r"(async\s*)?(function\b|\(|[A-Za-z_$][\w$]*\s*=>)|async\s+[A-Za-z_$][\w$]*\s*=>"
-)
-_LEADING_TRIVIA = re.compile(r"(\s|//[^\n\r\u2028\u2029]*|/\*.*?\*/)*", re.DOTALL)
 
 
 class FetchRefused(Exception):
@@ -152,32 +147,24 @@ async def run_prepared(
     )
 
 
-async def check_source(source: str) -> str | None:
-    """None if ``source`` is one function expression, else why not. Never runs it.
+async def syntax_error(source: str) -> str | None:
+    """Why V8 cannot parse ``source`` as an expression, with the line; None if it can.
 
-    Each probe puts the source after ``throw 0;`` in a script: V8 parses the whole
-    script first (a parse error names its line), and when it parses, the ``throw``
-    is the first thing that runs, so nothing of the source ever does. The probes:
-    the source in parentheses (does it parse as an expression?), in brackets (it
-    cannot close the parentheses and go on with statements of its own), and as a
-    declaration's initialiser (no calls or extra expressions after a comma).
+    The source goes in parentheses after ``throw 0;`` in a script: V8 parses the whole
+    script first (a parse error names its line), and when it parses, the ``throw`` is
+    the first thing that runs, so nothing of the source ever does.
     """
-    if not _FUNCTION_HEAD.match(source, _LEADING_TRIVIA.match(source).end()):  # type: ignore[union-attr]
-        return NOT_ONE_FUNCTION
     context = MiniRacer()
     try:
         parse_error = await _parse_error(context, f"throw 0;\n({source}\n)")
-        if parse_error is not None:
-            line, message = parse_error
-            if line - 1 > source.count("\n") + 1:
-                return "SyntaxError: Unexpected end of input"  # it tripped on our ")"
-            return f"{message} (line {line - 1})"
-        for probe in (f"throw 0;\n[{source}\n]", f"throw 0;\nlet __handler = {source}\n;"):
-            if await _parse_error(context, probe) is not None:
-                return NOT_ONE_FUNCTION
-        return None
     finally:
         context.close()
+    if parse_error is None:
+        return None
+    line, message = parse_error
+    if line - 1 > source.count("\n") + 1:
+        return "SyntaxError: Unexpected end of input"  # it tripped on our ")"
+    return f"{message} (line {line - 1})"
 
 
 async def _parse_error(context: MiniRacer, script: str) -> tuple[int, str] | None:

@@ -790,6 +790,9 @@ def test_check_accepts_function_expressions(source: str) -> None:
         ("1), (globalThis.x = 1), (() => 2", "single function expression"),
         ("() => 1; globalThis.y = 2", "SyntaxError: Unexpected token ';' (line 1)"),
         ("(() => { while (true) {} })(), () => 1", "single function expression"),
+        ("(async () => ({ ok: true }))()", "single function expression"),
+        ("(function () { return 1 })()", "single function expression"),
+        ("function* steps() { yield 1 }", "single function expression"),
         ("() => {}\n}); (function () {", "SyntaxError: Unexpected token '}' (line 2)"),
     ],
 )
@@ -800,7 +803,8 @@ def test_check_says_what_is_wrong(source: str, expected: str) -> None:
 def test_check_never_runs_the_source() -> None:
     # Evaluating this would never end; parsing it takes no time.
     started = time.monotonic()
-    handler_check("(() => { while (true) {} })() || (() => 1)")
+    verdict = handler_check("(() => { while (true) {} })() || (() => 1)")
+    assert "single function expression" in (verdict or "")
     assert time.monotonic() - started < 3
 
 
