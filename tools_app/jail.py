@@ -34,6 +34,7 @@ import os
 import resource
 import signal
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -282,14 +283,13 @@ def _private_pipes() -> tuple[int, int]:
     return read_fd, write_fd
 
 
-def main() -> None:
-    memory_bytes = int(sys.argv[2])
+def harden(memory_bytes: int, warm_up: Callable[[], None]) -> dict[str, Any]:
+    """Everything that closes the way out, in the order it has to happen: limits first,
+    then what still needs files or privileges (``warm_up`` loads V8 and the parsers),
+    then the user and the syscall filter. Returns what is in force on this host."""
     protections = limit_resources(memory_bytes)
-    read_fd, write_fd = _private_pipes()
     protections["network_namespace"] = leave_network()
-    loop = asyncio.new_event_loop()  # its self-pipe needs a socket: made before the filter
-    asyncio.set_event_loop(loop)
-    loop.run_until_complete(_warm_up())
+    warm_up()
     import pyseccomp  # noqa: F401  (finds libseccomp now, while files may still be opened)
 
     protections["uid"] = drop_privileges()
@@ -298,6 +298,14 @@ def main() -> None:
     protections["environment"] = sorted(os.environ)
     protections["syscall_filter"] = filter_syscalls()
     protections["no_new_processes"] = protections["syscall_filter"]
+    return protections
+
+
+def main() -> None:
+    read_fd, write_fd = _private_pipes()
+    loop = asyncio.new_event_loop()  # its self-pipe needs a socket: made before the filter
+    asyncio.set_event_loop(loop)
+    protections = harden(int(sys.argv[2]), lambda: loop.run_until_complete(_warm_up()))
     channel = Channel(read_fd, write_fd)
     try:
         loop.run_until_complete(serve(channel, protections))

@@ -1,0 +1,47 @@
+"""Started the way the pool starts a sandbox worker (``python -I -S``, empty environment),
+hardened by the jail's own ``harden``, then tries every way out and prints, as JSON,
+what was refused. Run by tests/tools_app/test_isolation.py."""
+
+from __future__ import annotations
+
+import sys
+
+sys.path[:0] = sys.argv[1].split(":")
+
+import json  # noqa: E402
+import os  # noqa: E402
+import socket  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+from tools_app.jail import harden  # noqa: E402
+
+PARENT = os.getppid()
+protections = harden(int(sys.argv[2]), warm_up=lambda: None)
+attempts: dict[str, str] = {}
+
+
+def attempt(name: str, action: Callable[[], object]) -> None:
+    try:
+        action()
+    except OSError as exc:
+        attempts[name] = f"refused: errno {exc.errno}"
+    else:
+        attempts[name] = "allowed"
+
+
+def fork_and_wait() -> None:
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+
+
+attempt("socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+attempt("unix_socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+attempt("open_for_reading", lambda: open("/etc/hostname", "rb").close())
+attempt("open_for_writing", lambda: open("/tmp/escaped-from-the-sandbox", "wb").close())
+attempt("read_parent_environment", lambda: open(f"/proc/{PARENT}/environ", "rb").read())
+attempt("fork", fork_and_wait)
+attempt("signal_parent", lambda: os.kill(PARENT, 0))
+attempt("exec", lambda: os.execv("/bin/true", ["true"]))
+print(json.dumps({"protections": protections, "attempts": attempts, "environ": dict(os.environ)}))
