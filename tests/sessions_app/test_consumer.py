@@ -442,6 +442,27 @@ async def test_server_tool_runs_in_the_v8_sandbox_in_process(tenant, llm, settin
         assert json.loads(tool_message["content"]) == {"status": "shipped", "order": "A1"}
 
 
+async def test_parallel_server_tools_of_one_step_all_finish_in_process(tenant, llm, settings):
+    """Four calls in one LLM step once crashed the embedded platform (V8 on threads)."""
+    settings.TOOL_RUNNER = "sandbox"
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    calls = [step for n in range(4) for step in tool_call(n, f"call_{n}", "one", "{}")]
+    llm.script(*calls, Finish("tool_calls"), Done())
+    llm.script(text_reply("All four answered."))
+    llm.script(text_reply("Still here."))
+    tool = {"name": "one", "handler": "async () => 1"}
+    async with Client(url(tenant)) as client:
+        await configured(client, {**TEXT_CONFIG, "tools": [tool]})
+        await client.send({"type": "text", "text": "four at once"})
+        assert (await client.until("chat", timeout=30))["text"] == "All four answered."
+        await client.send({"type": "text", "text": "and after?"})
+        assert (await client.until("chat", timeout=30))["text"] == "Still here."
+    statuses = [e["status"] for e in client.events if e["type"] == "tool_status"]
+    assert sorted(statuses) == ["completed"] * 4 + ["started"] * 4
+    results = [m["content"] for m in llm.requests[1].json["messages"] if m["role"] == "tool"]
+    assert results == ["1"] * 4
+
+
 async def test_a_hostile_handler_fails_alone(tenant, llm, settings):
     settings.TOOL_RUNNER = "sandbox"
     settings.CELERY_TASK_ALWAYS_EAGER = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -40,7 +42,7 @@ def _test_database_url() -> str:
 
 @pytest.fixture
 def worker(tmp_path):
-    def start(egress_port: int) -> subprocess.Popen[bytes]:
+    def start(egress_port: int, concurrency: int = 1) -> subprocess.Popen[bytes]:
         env = {
             **os.environ,
             "DATABASE_URL": _test_database_url(),
@@ -60,7 +62,7 @@ def worker(tmp_path):
                 "-Q",
                 "sandbox",
                 "-c",
-                "1",
+                str(concurrency),
                 "-l",
                 "INFO",
                 "--without-mingle",
@@ -74,7 +76,11 @@ def worker(tmp_path):
         )
         started.append(process)
         deadline = time.monotonic() + 60
-        while "ready." not in log.read_text():
+        # Ready once every task process has its jailed worker up.
+        while (
+            "ready." not in log.read_text()
+            or log.read_text().count("sandbox worker protections") < concurrency
+        ):
             assert process.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "worker did not start"
             time.sleep(0.2)
@@ -158,3 +164,87 @@ async def test_a_hostile_handler_does_not_harm_the_worker(worker, settings):
     assert statuses == {"spin": "timed_out", "bomb": "failed", "ok": "completed"}
     assert json.loads(llm.requests[-1].json["messages"][-1]["content"]) == {"fine": True}
     await llm.stop()
+
+
+async def test_parallel_calls_of_one_step_through_the_worker(worker, settings):
+    tenant = await sync_to_async(make_tenant)("parallel@example.com")
+    llm = FakeOpenAIServer()
+    await llm.start()
+    settings.LLM_BASE_URL = llm.base_url
+    settings.TOOL_RUNNER = "sandbox"
+    await sync_to_async(worker)(443, 2)
+    calls = [step for n in range(4) for step in tool_call(n, f"call_{n}", "one", "{}")]
+    llm.script(*calls, Finish("tool_calls"), Done())
+    llm.script(text_reply("All four answered."))
+    tool = {"name": "one", "handler": "async () => 1"}
+    async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
+        await client.send({"type": "configure", "mode": "text", "tools": [tool]})
+        await client.until("ready")
+        await client.send({"type": "text", "text": "four at once"})
+        assert (await client.until("chat", timeout=30))["text"] == "All four answered."
+    results = [m["content"] for m in llm.requests[1].json["messages"] if m["role"] == "tool"]
+    assert results == ["1"] * 4
+    await llm.stop()
+
+
+async def _runner() -> tuple[Any, asyncio.Task[None]]:
+    from channels.layers import get_channel_layer
+
+    from tools_app.runner import SandboxToolRunner
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    runner = SandboxToolRunner(reply_channel=channel)
+
+    async def pump() -> None:
+        while True:
+            runner.resolve(await layer.receive(channel))
+
+    return runner, asyncio.create_task(pump())
+
+
+def _invocation(workspace_id: int, handler: str, n: int) -> Any:
+    from sessions_app.providers.base import ToolInvocation
+
+    return ToolInvocation(
+        call_id=f"call-{workspace_id}-{n}",
+        session_id="fair",
+        workspace_id=workspace_id,
+        name="t",
+        handler=handler,
+        arguments={"n": n},
+        timeout_s=20,
+        pinned=False,
+    )
+
+
+async def test_one_workspace_at_its_cap_does_not_slow_another_through_celery(worker, settings):
+    """With the README's worker count (SANDBOX_WORKSPACE_CONCURRENCY + 2 processes)."""
+    busy_ws = (await sync_to_async(make_tenant)("busy@example.com")).workspace.pk
+    calm_ws = (await sync_to_async(make_tenant)("calm@example.com")).workspace.pk
+    await sync_to_async(worker)(443, settings.SANDBOX_WORKSPACE_CONCURRENCY + 2)
+    runner, pumping = await _runner()
+    try:
+        await runner.run(_invocation(calm_ws, "() => 0", 0))
+        loop = "() => { while (true) {} }"
+        busy = [
+            asyncio.create_task(runner.run(_invocation(busy_ws, loop, n)))
+            for n in range(settings.SANDBOX_WORKSPACE_CONCURRENCY * 2)
+        ]
+        await asyncio.sleep(1.0)  # the busy workspace now holds its cap, with more waiting
+        latencies = []
+        for n in range(1, 41):
+            started = time.perf_counter()
+            outcome = await runner.run(_invocation(calm_ws, "(a) => a.n", n))
+            latencies.append(time.perf_counter() - started)
+            assert outcome.result == str(n), outcome
+        busy_still = sum(not task.done() for task in busy)
+        for task in busy:
+            task.cancel()
+        await asyncio.gather(*busy, return_exceptions=True)
+    finally:
+        pumping.cancel()
+    assert busy_still == len(busy)  # the measurement really ran beside the loops
+    latencies.sort()
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    assert p99 < 0.1, f"p50 {latencies[len(latencies) // 2]:.3f}s, p99 {p99:.3f}s"

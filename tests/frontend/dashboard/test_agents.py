@@ -496,3 +496,34 @@ def test_vocabulary_lines_empty_reply_and_voice_are_checked_and_saved(
         editor_post(name="Coder", slug="coder", vocabulary="x" * 51),
     )
     assert "at most 50 characters" in field_errors(long_term.content.decode(), "id_vocabulary")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_saves_at_the_same_moment_through_the_api_and_the_dashboard(owner: Tenant) -> None:
+    """Two saves at once used to crash the web process (V8 on two request threads)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.conftest import api_client
+    from tests.frontend.dashboard.conftest import logged_in
+
+    template_url = f"{page(owner, 'agent-new')}?template=weather"
+    form = submitted(logged_in(owner).get(template_url).content.decode())
+    handler_field = next(name for name in form if name.endswith("-handler"))
+
+    def save_by_api(n: int) -> int:
+        handler = "async (args) => ({ n: args.n })" if n % 3 else "async (args) => { oops("
+        body = {"name": f"A{n}", "slug": f"api-{n}", "tools": [order_tool(handler=handler)]}
+        return api_client(owner.secret_key).post("/api/v1/agents", body, format="json").status_code
+
+    def save_by_dashboard(n: int) -> int:
+        data = {**form, "slug": f"dash-{n}", "name": f"D{n}"}
+        if n % 3 == 0:
+            data[handler_field] = "async (args) => {"
+        return logged_in(owner).post(page(owner, "agent-new"), data).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as threads:
+        api = list(threads.map(save_by_api, range(12)))
+        dashboard = list(threads.map(save_by_dashboard, range(6)))
+    assert api == [400 if n % 3 == 0 else 201 for n in range(12)]
+    assert dashboard == [200 if n % 3 == 0 else 302 for n in range(6)]
+    assert len(agents_of(owner)) == 8 + 4
