@@ -1046,8 +1046,13 @@
       return parseAuthority(base.scheme, special ? rest.replace(/^[/\\]+/, '') : StringSlice(rest, 2));
     }
     const parts = splitTail(rest);
-    if (isSlash(rest[0], special)) record.path = [];
-    else if (rest[0] !== '?' && rest[0] !== '#') {
+    if (isSlash(rest[0], special)) {
+      // A file URL's drive letter survives a path-absolute reference (file slash state).
+      const drive = base.scheme === 'file' && base.path.length > 0
+        && RegExpTest(/^[A-Za-z]:$/, base.path[0])
+        && !RegExpTest(/^[A-Za-z][:|](?:$|[/\\?#])/, StringSlice(parts.path, 1));
+      record.path = drive ? [base.path[0]] : [];
+    } else if (rest[0] !== '?' && rest[0] !== '#') {
       if (record.path.length > 0) record.path.pop();
     }
     if (parts.path !== '') appendPath(record.path, parts.path, special);
@@ -1092,6 +1097,16 @@
       return record;
     }
     return parseRelative(text, base);
+  };
+  const originOf = (record) => {
+    if (record.scheme === 'blob' && record.opaquePath !== null) {
+      // A blob URL's origin is the origin of the URL it wraps (http and https only).
+      const inner = parseURL(record.opaquePath, null);
+      return inner !== null && (inner.scheme === 'http' || inner.scheme === 'https')
+        ? originOf(inner) : 'null';
+    }
+    if (!isSpecial(record.scheme) || record.scheme === 'file') return 'null';
+    return `${record.scheme}://${record.host}${record.port === '' ? '' : `:${record.port}`}`;
   };
   const pathString = (record) => (record.opaquePath !== null ? record.opaquePath
     : ArrayJoin(ArrayMap(record.path, (segment) => `/${segment}`), ''));
@@ -1337,9 +1352,7 @@
     }
 
     get origin() {
-      const record = recordOf(this);
-      if (!isSpecial(record.scheme) || record.scheme === 'file') return 'null';
-      return `${record.scheme}://${record.host}${record.port === '' ? '' : `:${record.port}`}`;
+      return originOf(recordOf(this));
     }
 
     get protocol() {
