@@ -4,6 +4,9 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VAR_DIR=/app/var
 WORKDIR /app
 
+# libseccomp: the sandbox workers' syscall filter (pyseccomp loads it with ctypes).
+RUN apt-get update && apt-get install -y --no-install-recommends libseccomp2 \
+    && rm -rf /var/lib/apt/lists/*
 COPY requirements/ requirements/
 RUN pip install --no-cache-dir -r requirements/base.txt
 
