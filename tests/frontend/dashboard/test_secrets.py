@@ -199,3 +199,29 @@ def test_the_outsider_cannot_reach_a_secret_through_their_own_workspace(
     assert response.status_code == 404
     assert not Secret.objects.filter(workspace=outsider.workspace).exists()
     assert _value(owner, "STRIPE_KEY") == VALUE
+
+
+def test_only_owners_and_admins_choose_where_a_secret_goes(
+    owner: Tenant, member: Tenant, member_client: Client, owner_client: Client, stripe: Secret
+) -> None:
+    assert member_client.get(page(owner, "secret-hosts", "STRIPE_KEY")).status_code == 403
+    posted = {"allowed_hosts": "evil.example", "readable_by_code": "on"}
+    assert member_client.post(page(owner, "secret-hosts", "STRIPE_KEY"), posted).status_code == 403
+    replace_form = member_client.get(page(owner, "secret-replace", "STRIPE_KEY")).content.decode()
+    assert "allowed_hosts" not in replace_form and "readable_by_code" not in replace_form
+    member_client.post(
+        page(owner, "secret-replace", "STRIPE_KEY"), {"value": NEW_VALUE, **posted}
+    )
+    stripe.refresh_from_db()
+    assert (stripe.allowed_hosts, stripe.readable_by_code) == (["api.stripe.com"], False)
+    assert _value(owner, "STRIPE_KEY") == NEW_VALUE  # the value a member may replace
+    member_client.post(page(owner, "secret-new"), {"name": "CRM_KEY", "value": VALUE, **posted})
+    crm = Secret.objects.get(workspace=owner.workspace, name="CRM_KEY")
+    assert (crm.allowed_hosts, crm.readable_by_code) == ([], False)
+    listing = member_client.get(page(owner, "secrets")).content.decode()
+    assert page(owner, "secret-hosts", "STRIPE_KEY") not in listing
+
+    owner_client.post(page(owner, "secret-hosts", "STRIPE_KEY"), posted)
+    stripe.refresh_from_db()
+    assert (stripe.allowed_hosts, stripe.readable_by_code) == (["evil.example"], True)
+    assert "readable by code" in owner_client.get(page(owner, "secrets")).content.decode()
