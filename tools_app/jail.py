@@ -40,6 +40,7 @@ from typing import Any
 
 from tools_app.calls import (
     HEADER_BYTES,
+    FrameError,
     SandboxLimits,
     decode_frame,
     encode_frame,
@@ -90,8 +91,6 @@ def _libc() -> ctypes.CDLL:
 
 def limit_resources(memory_bytes: int) -> dict[str, Any]:
     """Kernel limits on this process; applied first, before V8 exists."""
-    libc = _libc()
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with its parent
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
@@ -103,7 +102,7 @@ def leave_network() -> bool:
     return _libc().unshare(CLONE_NEWNET) == 0
 
 
-def drop_privileges() -> int:
+def drop_privileges(parent: int) -> int:
     """From root to nobody: a V8 escape then owns nothing and can signal nothing."""
     if os.getuid() == 0:
         try:
@@ -112,8 +111,17 @@ def drop_privileges() -> int:
             os.setuid(NOBODY)
         except OSError:
             pass
-    _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    libc = _libc()
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    die_with_parent(parent)  # a change of user clears the parent-death signal: set it again
     return os.getuid()
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL when the parent goes away, and at once if it already has."""
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 def close_files() -> None:
@@ -184,6 +192,12 @@ class Channel:
         return response
 
     async def _read_forever(self) -> None:
+        try:
+            await self._dispatch_forever()
+        except (asyncio.IncompleteReadError, FrameError, ConnectionError):
+            os._exit(0)  # the parent is gone (or broken): stop now, whatever V8 is doing
+
+    async def _dispatch_forever(self) -> None:
         assert self._reader is not None
         while True:
             header = await self._reader.readexactly(HEADER_BYTES)
@@ -287,12 +301,14 @@ def harden(memory_bytes: int, warm_up: Callable[[], None]) -> dict[str, Any]:
     """Everything that closes the way out, in the order it has to happen: limits first,
     then what still needs files or privileges (``warm_up`` loads V8 and the parsers),
     then the user and the syscall filter. Returns what is in force on this host."""
+    parent = os.getppid()
+    die_with_parent(parent)
     protections = limit_resources(memory_bytes)
     protections["network_namespace"] = leave_network()
     warm_up()
     import pyseccomp  # noqa: F401  (finds libseccomp now, while files may still be opened)
 
-    protections["uid"] = drop_privileges()
+    protections["uid"] = drop_privileges(parent)
     close_files()
     # Python itself may set LC_CTYPE (PEP 538); nothing else is there.
     protections["environment"] = sorted(os.environ)

@@ -44,6 +44,14 @@ def _environ(pid: int) -> bytes:
         return environ.read()
 
 
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+    except FileNotFoundError:
+        return True
+
+
 def _limits(pid: int) -> str:
     with open(f"/proc/{pid}/limits") as limits:
         return limits.read()
@@ -238,3 +246,41 @@ def test_unsafe_celery_pools_are_refused_at_start(tmp_path: Path) -> None:
     )
     assert finished.returncode != 0
     assert "the threads pool is not safe" in finished.stdout + finished.stderr
+
+
+PARENT_THAT_DIES = """
+import asyncio, sys
+from tools_app.pool import SandboxWorker
+from tools_app.calls import SandboxLimits
+
+async def main():
+    worker = SandboxWorker(768 * 1024 * 1024)
+    await worker.start()
+    print(worker.pid, flush=True)
+    async def fetch(request):
+        return {}
+    await worker.run(source="() => { while (true) {} }", args_json="{}", secrets_json="{}",
+                     limits=SandboxLimits(wall_time_s=600, cpu_time_s=600), fetcher=fetch)
+
+asyncio.run(main())
+"""
+
+
+def test_a_worker_dies_with_its_parent_even_mid_call() -> None:
+    """A killed task process must not leave its handler running (the parent-death signal
+    is set again after the worker changes user, which clears it)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT_THAT_DIES],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None
+    worker_pid = int(parent.stdout.readline())
+    time.sleep(0.5)  # the handler is spinning
+    parent.kill()
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while not _gone(worker_pid):
+        assert time.monotonic() < deadline, "the worker outlived its parent"
+        time.sleep(0.05)
