@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from channels.exceptions import ChannelFull
 from django.conf import settings
 
 from platform_site.channel_layer import ResilientRedisChannelLayer
@@ -27,3 +28,16 @@ async def test_a_wait_cancelled_at_any_moment_ends_and_leaves_nothing_behind() -
     assert outcomes == [True] * 40
     await asyncio.sleep(1.5)  # the inner waits are cancelled until they end
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+
+async def test_send_in_one_round_trip_keeps_order_capacity_and_local_channels() -> None:
+    layer = ResilientRedisChannelLayer(hosts=[settings.REDIS_URL], capacity=3)
+    local = await layer.new_channel()
+    for n in range(3):
+        await layer.send(local, {"type": "tool.result", "n": n})
+    with pytest.raises(ChannelFull):
+        await layer.send(local, {"type": "tool.result", "n": 3})
+    received = [(await layer.receive(local))["n"] for _ in range(3)]
+    assert received == [0, 1, 2]
+    await layer.send("plain.channel", {"type": "x", "text": "é"})
+    assert await layer.receive("plain.channel") == {"type": "x", "text": "é"}
