@@ -27,6 +27,7 @@ from celery import shared_task
 from celery.signals import task_failure, worker_process_init
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import close_old_connections
 from redis.exceptions import RedisError
 
 from tools_app import pool
@@ -70,6 +71,9 @@ def execute(payload: dict[str, Any], reply_channel: str, not_after: float | None
 
 def run_tool(run: ToolRun, reply_channel: str) -> None:
     """Load the secrets here, run the call on this process's pool loop, reply from there."""
+    # The connection is kept between tasks (CELERY_DB_REUSE_MAX); one that broke (a
+    # database restart) or aged out is replaced here rather than failing calls.
+    close_old_connections()
     try:
         bindings = secret_bindings(workspace_id=run.workspace_id)
     except Exception as exc:  # the database: never the message, it may quote data
