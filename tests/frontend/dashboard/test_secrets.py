@@ -209,9 +209,7 @@ def test_only_owners_and_admins_choose_where_a_secret_goes(
     assert member_client.post(page(owner, "secret-hosts", "STRIPE_KEY"), posted).status_code == 403
     replace_form = member_client.get(page(owner, "secret-replace", "STRIPE_KEY")).content.decode()
     assert "allowed_hosts" not in replace_form and "readable_by_code" not in replace_form
-    member_client.post(
-        page(owner, "secret-replace", "STRIPE_KEY"), {"value": NEW_VALUE, **posted}
-    )
+    member_client.post(page(owner, "secret-replace", "STRIPE_KEY"), {"value": NEW_VALUE, **posted})
     stripe.refresh_from_db()
     assert (stripe.allowed_hosts, stripe.readable_by_code) == (["api.stripe.com"], False)
     assert _value(owner, "STRIPE_KEY") == NEW_VALUE  # the value a member may replace
