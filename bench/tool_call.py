@@ -121,23 +121,12 @@ def _start_worker(log: Path) -> subprocess.Popen[bytes]:
 
 
 async def _celery_session(workspace_id: int, calls: int, latencies: list[float]) -> None:
-    from channels.layers import get_channel_layer
+    from tests.tools_app.jailed import session_runner
 
-    from tools_app.runner import SandboxToolRunner
-
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    runner = SandboxToolRunner(reply_channel=channel)
-
-    async def pump() -> None:
-        while True:
-            runner.resolve(await layer.receive(channel))
-
-    pumping = asyncio.create_task(pump())
-    try:
-        await _calls(runner.run, lambda i: _invocation(workspace_id, channel, i), calls, latencies)
-    finally:
-        pumping.cancel()
+    async with session_runner() as runner:
+        session = f"s{id(runner)}"
+        make = lambda i: _invocation(workspace_id, session, i)  # noqa: E731
+        await _calls(runner.run, make, calls, latencies)
 
 
 async def _celery(workspace_id: int, sessions: int, calls: int) -> dict[str, Any]:

@@ -58,8 +58,15 @@ async def acquire(*, workspace_id: int, session_id: str, limit: int) -> bool:
             return False
         leases[session_id] = now + LEASE_S
         return True
+    return await lease_take(_key(workspace_id), session_id, limit=limit, hold_s=LEASE_S)
+
+
+async def lease_take(key: str, member: str, *, limit: int, hold_s: float) -> bool:
+    """Add ``member`` to the leases in ``key`` for ``hold_s`` seconds, unless ``limit``
+    unexpired leases are already there (Redis, atomically; shared by every process)."""
+    now = time.time()
     granted = await redis_client().eval(
-        _ACQUIRE, 1, _key(workspace_id), now, now + LEASE_S, limit, session_id, int(LEASE_S * 2)
+        _ACQUIRE, 1, key, now, now + hold_s, limit, member, int(hold_s * 2) + 60
     )
     return bool(granted)
 

@@ -119,3 +119,19 @@ def decode_frame(data: bytes) -> dict[str, Any]:
 
 
 HEADER_BYTES = _HEADER.size
+
+
+def is_header_pair(pair: Any) -> bool:
+    return isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+
+
+def is_fetch_request(request: Any) -> bool:
+    """``{"url", "method", "headers": [[name, value], ...], "body": str | None}``."""
+    return (
+        isinstance(request, dict)
+        and isinstance(request.get("url"), str)
+        and isinstance(request.get("method"), str)
+        and isinstance(request.get("headers"), list)
+        and all(is_header_pair(pair) for pair in request["headers"])
+        and (request.get("body") is None or isinstance(request["body"], str))
+    )

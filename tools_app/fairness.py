@@ -13,21 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 
-from sessions_app.live import redis_client
+from sessions_app.live import lease_take, redis_client
 
 WAKE_POLL_S = 0.25  # a missed wake-up costs at most this
-
-# Atomically: drop expired slots, refuse past the limit, else take one.
-_ACQUIRE = """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-return 1
-"""
 
 
 class NoSlot(Exception):
@@ -40,11 +30,7 @@ def _keys(workspace_id: int) -> tuple[str, str]:
 
 async def _try(workspace_id: int, call_id: str, limit: int, hold_s: float) -> bool:
     slots, _ = _keys(workspace_id)
-    now = time.time()
-    granted = await redis_client().eval(
-        _ACQUIRE, 1, slots, now, now + hold_s, limit, call_id, int(hold_s) + 60
-    )
-    return bool(granted)
+    return await lease_take(slots, call_id, limit=limit, hold_s=hold_s)
 
 
 @contextlib.asynccontextmanager

@@ -41,6 +41,7 @@ from tools_app.calls import (
     decode_frame,
     encode_frame,
     frame_length,
+    is_fetch_request,
 )
 
 logger = logging.getLogger(__name__)
@@ -337,20 +338,6 @@ class _Fetches:
             self._send({"t": "fetched", "id": fetch_id, "ok": False, "error": error})
         else:
             self._send({"t": "fetched", "id": fetch_id, "ok": True, "response": response})
-
-
-def is_fetch_request(request: Any) -> bool:
-    return (
-        isinstance(request, dict)
-        and isinstance(request.get("url"), str)
-        and isinstance(request.get("method"), str)
-        and isinstance(request.get("headers"), list)
-        and all(
-            isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
-            for pair in request["headers"]
-        )
-        and (request.get("body") is None or isinstance(request["body"], str))
-    )
 
 
 def _checked_result(raw: Any, limits: SandboxLimits) -> SandboxResult:

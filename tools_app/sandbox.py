@@ -34,7 +34,7 @@ from typing import Any
 
 from py_mini_racer import JSEvalException, JSOOMException, JSParseException, MiniRacer
 
-from tools_app.calls import SandboxLimits, SandboxResult
+from tools_app.calls import SandboxLimits, SandboxResult, is_fetch_request, is_header_pair
 
 __all__ = ["FetchRefused", "Fetcher", "PreparedContext", "run_prepared", "syntax_error"]
 
@@ -242,7 +242,7 @@ class _Call:
             self._replies.put_nowait([op_id, False, "unsupported operation"])
 
     def _start_fetch(self, op_id: Any, request: Any) -> None:
-        if not _is_request(request):
+        if not is_fetch_request(request):
             self._replies.put_nowait([op_id, False, "invalid fetch request"])
             return
         self._unanswered += 1
@@ -317,21 +317,6 @@ def _is_outcome(outcome: Any) -> bool:
     return outcome.get("ok") is False and isinstance(outcome.get("error"), str)
 
 
-def _is_request(request: Any) -> bool:
-    return (
-        isinstance(request, dict)
-        and isinstance(request.get("url"), str)
-        and isinstance(request.get("method"), str)
-        and isinstance(request.get("headers"), list)
-        and all(_is_header(pair) for pair in request["headers"])
-        and (request.get("body") is None or isinstance(request["body"], str))
-    )
-
-
-def _is_header(pair: Any) -> bool:
-    return isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
-
-
 def _response_payload(response: Any) -> dict[str, Any]:
     if not isinstance(response, dict):
         raise ValueError("invalid response")
@@ -342,7 +327,7 @@ def _response_payload(response: Any) -> dict[str, Any]:
         and not isinstance(status, bool)
         and 100 <= status <= 599
         and isinstance(headers, list)
-        and all(_is_header(pair) for pair in headers)
+        and all(is_header_pair(pair) for pair in headers)
         and isinstance(body, str)
         and isinstance(url, str)
     )

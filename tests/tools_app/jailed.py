@@ -3,7 +3,11 @@ parent is the test process (``tools_app.pool``), with a fetcher the test provide
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tools_app import pool
@@ -46,3 +50,52 @@ async def worker_pids() -> set[int]:
         return {worker.pid for worker in tests._idle if worker.pid is not None}
 
     return await pool.run_on_pool_loop(pids())
+
+
+BUSY_LOOP = "() => { while (true) {} }"
+
+
+async def p99_beside_busy_loops(
+    *, busy: Callable[[int], Awaitable[Any]], calm: Callable[[int], Awaitable[str | None]],
+    loops: int, settle_s: float,
+) -> float:  # fmt: skip
+    """Start ``loops`` busy calls of one workspace, then time 40 trivial calls of another
+    (``calm(n)`` must answer ``str(n)``); the p99 in seconds, measured while every busy
+    call was still running or waiting."""
+    running = [asyncio.create_task(busy(n)) for n in range(loops)]
+    try:
+        await asyncio.sleep(settle_s)  # the busy workspace now holds its cap, more waiting
+        latencies = []
+        for n in range(1, 41):
+            started = time.perf_counter()
+            assert await calm(n) == str(n)
+            latencies.append(time.perf_counter() - started)
+        assert all(not task.done() for task in running), "the loops ended too early"
+    finally:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+    latencies.sort()
+    return latencies[int(len(latencies) * 0.99) - 1]
+
+
+@contextlib.asynccontextmanager
+async def session_runner() -> AsyncIterator[Any]:
+    """A session's SandboxToolRunner on a channel of its own, fed like a consumer feeds it."""
+    from channels.layers import get_channel_layer
+
+    from tools_app.runner import SandboxToolRunner
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    runner = SandboxToolRunner(reply_channel=channel)
+
+    async def pump() -> None:
+        while True:
+            runner.resolve(await layer.receive(channel))
+
+    pumping = asyncio.create_task(pump())
+    try:
+        yield runner
+    finally:
+        pumping.cancel()

@@ -82,26 +82,8 @@ def _texts() -> list[str]:
     return [data.hex() for data in fixed + fuzzed]
 
 
-SAME_IN_THE_SANDBOX = """(args) => {
-      const parts = ['href', 'protocol', 'username', 'password', 'host', 'hostname', 'port',
-        'pathname', 'search', 'hash', 'origin'];
-      const url = ([input, base]) => {
-        try {
-          const parsed = base === null ? new URL(input) : new URL(input, base);
-          return Object.fromEntries(parts.map((name) => [name, parsed[name]]));
-        } catch (error) { return { error: error.name } }
-      };
-      const bytes = (hex) => Uint8Array.from(hex.match(/../g) ?? [], (p) => parseInt(p, 16));
-      const text = (hex) => {
-        const input = bytes(hex);
-        let fatal;
-        try { fatal = new TextDecoder('utf-8', { fatal: true }).decode(input) }
-        catch (error) { fatal = { error: error.name } }
-        return [new TextDecoder().decode(input), fatal,
-          new TextDecoder('utf-8', { ignoreBOM: true }).decode(input)];
-      };
-      return { urls: args.urls.map(url), texts: args.texts.map(text) };
-    }"""
+# One function, run by node and by the sandbox: the parts each URL and decoder gives.
+PROBE = (Path(__file__).with_name("node") / "url_and_text.js").read_text()
 
 
 async def test_url_and_text_decoder_answer_like_nodes() -> None:
@@ -114,7 +96,7 @@ async def test_url_and_text_decoder_answer_like_nodes() -> None:
         ).stdout
     )  # fmt: skip
     result = await run_jailed(
-        SAME_IN_THE_SANDBOX, cases, wall_time_s=30, max_result_bytes=4 * 2**20
+        PROBE, cases, wall_time_s=30, max_result_bytes=4 * 2**20
     )
     assert result.ok, result.error
     ours = json.loads(result.result_json or "")

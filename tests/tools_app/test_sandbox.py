@@ -57,18 +57,10 @@ class FakeFetcher:
             self.in_flight -= 1
 
 
-async def run(
-    source: str,
-    args: dict[str, Any] | None = None,
-    *,
-    fetcher: Any = None,
-    secrets: dict[str, str] | None = None,
-    lane: int = 1,
-    **limits: Any,
-) -> SandboxResult:
-    limits.setdefault("wall_time_s", 5.0)
-    fetcher = fetcher or FakeFetcher()
-    return await run_jailed(source, args, fetcher=fetcher, secrets=secrets, lane=lane, **limits)
+async def run(source: str, args: dict[str, Any] | None = None, **options: Any) -> SandboxResult:
+    options.setdefault("wall_time_s", 5.0)
+    options["fetcher"] = options.get("fetcher") or FakeFetcher()
+    return await run_jailed(source, args, **options)
 
 
 async def value(source: str, args: dict[str, Any] | None = None, **kwargs: Any) -> Any:
