@@ -275,3 +275,14 @@ def test_a_worker_dies_with_its_parent_even_mid_call() -> None:
     while not _gone(worker_pid):
         assert time.monotonic() < deadline, "the worker outlived its parent"
         time.sleep(0.05)
+
+
+async def test_the_kernel_stops_a_worker_whose_parent_does_not_look(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pool, "POLL_S", 60.0)  # the parent's own CPU watch never comes round
+    started = time.monotonic()
+    result = await run_jailed(BUSY_LOOP, lane=3, cpu_time_s=1, wall_time_s=60)
+    assert result.error == pool.WORKER_DIED
+    assert time.monotonic() - started < 15
+    assert (await run_jailed("() => 4", lane=3)).result_json == "4"
