@@ -30,9 +30,11 @@ import contextlib
 import ctypes
 import errno
 import json
+import math
 import os
 import resource
 import signal
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict
@@ -61,6 +63,7 @@ CLONE_THREAD = 0x00010000
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 MAX_OPEN_FILES = 64
+CPU_SLACK_S = 2
 _DENIED_SYSCALLS = (
     # networking
     # (sending on the event loop's self-pipe, made before the filter, stays allowed)
@@ -95,6 +98,14 @@ def limit_resources(memory_bytes: int) -> dict[str, Any]:
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
     return {"memory_limit_mb": memory_bytes // (1024 * 1024), "file_writes": "blocked"}
+
+
+def cap_cpu(seconds: float) -> None:
+    """A second line under the parent's CPU watch: the kernel stops this process (SIGXCPU)
+    a little past this call's budget, should the parent be too busy to look. Set here,
+    since a parent without CAP_SYS_RESOURCE may not change another user's limits."""
+    soft = math.ceil(time.process_time() + seconds) + CPU_SLACK_S
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
 
 
 def leave_network() -> bool:
@@ -273,7 +284,9 @@ async def serve(channel: Channel, protections: dict[str, Any]) -> None:
         if job.get("t") == "check":
             channel.send({"t": "checked", "error": await check_source(str(job.get("source")))})
             continue
-        prepared = await contexts.take(SandboxLimits(**job["limits"]))
+        limits = SandboxLimits(**job["limits"])
+        cap_cpu(limits.cpu_time_s)
+        prepared = await contexts.take(limits)
         result = await run_prepared(
             prepared,
             job["source"],

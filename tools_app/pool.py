@@ -23,9 +23,7 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import logging
-import math
 import os
-import resource
 import signal
 import sys
 import threading
@@ -62,7 +60,6 @@ START_TIMEOUT_S = 30.0
 POLL_S = 0.05
 LOW_PRIORITY_AFTER_CPU_S = 0.1
 LOW_PRIORITY_NICE = 10
-KERNEL_CPU_SLACK_S = 2
 MAX_TEXT_FROM_WORKER = 1024 * 1024
 WORKER_DIED = (
     "the sandbox process running this tool stopped (out of memory or a fatal engine "
@@ -171,7 +168,6 @@ class SandboxWorker:
         fetcher: Fetcher,
     ) -> SandboxResult:
         cpu_before = self._cpu_seconds()
-        self._kernel_cpu_limit(cpu_before + limits.cpu_time_s)
         call = _Fetches(limits, fetcher, self._send)
         job = {
             "t": "run",
@@ -264,16 +260,6 @@ class SandboxWorker:
             return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
         except (OSError, IndexError, ValueError):
             return 0.0
-
-    def _kernel_cpu_limit(self, seconds: float) -> None:
-        """A second line under the parent's own CPU watch: the kernel stops the worker
-        (SIGXCPU, then SIGKILL) a little after this call's budget, should the parent be
-        too busy to look."""
-        if self.pid is None:
-            return
-        soft = math.ceil(seconds) + KERNEL_CPU_SLACK_S
-        with contextlib.suppress(OSError, ValueError):
-            resource.prlimit(self.pid, resource.RLIMIT_CPU, (soft, soft + 1))
 
     def _resident_bytes(self) -> int:
         try:
