@@ -132,6 +132,12 @@ class SandboxWorker:
         self.alive = True
 
     @property
+    def usable(self) -> bool:
+        """Alive as far as we know, and its process has not exited since (the kernel's
+        out-of-memory killer may take an idle worker too)."""
+        return self.alive and self._process is not None and self._process.returncode is None
+
+    @property
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
 
@@ -453,6 +459,7 @@ class SandboxPool:
         return self.config.size if isinstance(lane, str) else self.config.per_lane
 
     def _dispatch(self) -> None:
+        self._idle = [worker for worker in self._idle if worker.usable]
         while (lane := self._next_lane()) is not None:
             if not self._idle:
                 if self._total < self.config.size:

@@ -286,3 +286,12 @@ async def test_the_kernel_stops_a_worker_whose_parent_does_not_look(
     assert result.error == pool.WORKER_DIED
     assert time.monotonic() - started < 15
     assert (await run_jailed("() => 4", lane=3)).result_json == "4"
+
+
+async def test_an_idle_worker_that_died_gets_no_call() -> None:
+    """The kernel's out-of-memory killer may take a worker between calls."""
+    await run_jailed("() => 1")
+    for pid in await worker_pids():
+        os.kill(pid, signal.SIGKILL)
+    await asyncio.sleep(0.3)
+    assert (await run_jailed("() => 5")).result_json == "5"
