@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -16,6 +18,14 @@ def api_key_list(*, workspace: Workspace) -> QuerySet[ApiKey]:
 def api_key_get(*, workspace: Workspace, key_id: int) -> ApiKey:
     """The key, or Http404 — also for another workspace's key (no existence leak)."""
     return get_object_or_404(ApiKey, workspace=workspace, pk=key_id)
+
+
+def api_key_stops_at(*, workspace_id: int, key_id: int) -> datetime | None:
+    """When a key stops (stopped) working: revoked, or its expiry; None if it does not."""
+    key = ApiKey.objects.filter(workspace_id=workspace_id, pk=key_id).first()
+    if key is None:
+        return timezone.now()
+    return key.revoked_at or key.expires_at
 
 
 def secret_list(*, workspace: Workspace) -> QuerySet[Secret]:

@@ -38,6 +38,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    """Every test starts with no requests counted (limits are counted across tests' keys)."""
+    from platform_site import rates
+
+    rates.reset()
+
+
+@pytest.fixture(autouse=True)
 def _scripted_speech(settings: Any) -> None:
     """Sessions use the scripted fake STT/TTS unless a test picks a real engine."""
     settings.STT_PROVIDER = "fake"
