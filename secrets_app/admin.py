@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from secrets_app import services
+from secrets_app.audit import actor_for_request
 from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
 from secrets_app.validators import clean_hosts, validate_secret_value
 
@@ -72,7 +73,7 @@ class ApiKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.action(description="Revoke selected keys")
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset:
-            services.api_key_revoke(key=key)
+            services.api_key_revoke(actor=actor_for_request(request), key=key)
         self.message_user(request, f"Revoked {queryset.count()} key(s).", messages.SUCCESS)
 
 
@@ -123,11 +124,17 @@ class SecretAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         value, hosts = form.cleaned_data["value"], form.cleaned_data["allowed_hosts_text"]
         if value:
             saved, _ = services.secret_set(
-                workspace=obj.workspace, name=obj.name, value=value, allowed_hosts=hosts
+                actor=actor_for_request(request),
+                workspace=obj.workspace,
+                name=obj.name,
+                value=value,
+                allowed_hosts=hosts,
             )
             obj.pk = saved.pk
         else:
-            services.secret_update_hosts(secret=obj, allowed_hosts=hosts)
+            services.secret_update_hosts(
+                actor=actor_for_request(request), secret=obj, allowed_hosts=hosts
+            )
 
 
 @admin.register(Invitation)
@@ -153,5 +160,5 @@ class InvitationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.action(description="Revoke selected invitations")
     def revoke_invitations(self, request: HttpRequest, queryset: QuerySet[Invitation]) -> None:
         for invitation in queryset:
-            services.invitation_revoke(invitation=invitation)
+            services.invitation_revoke(actor=actor_for_request(request), invitation=invitation)
         self.message_user(request, f"Revoked {queryset.count()} invitation(s).", messages.SUCCESS)

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from platform_site.serializers import StrictSerializer, clean_with
 from secrets_app import selectors, services
+from secrets_app.audit import actor_for_request
 from secrets_app.authentication import request_workspace
 from secrets_app.models import ApiKey, Secret
 from secrets_app.validators import (
@@ -73,7 +74,9 @@ class KeyListCreateApi(APIView):
         data = KeyCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         key, plaintext = services.api_key_create(
-            workspace=request_workspace(request), **data.validated_data
+            actor=actor_for_request(request),
+            workspace=request_workspace(request),
+            **data.validated_data,
         )
         return Response(_key_with_plaintext(key, plaintext), status=status.HTTP_201_CREATED)
 
@@ -89,7 +92,9 @@ class KeyDetailApi(APIView):
         key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
         data = KeySettingsInput(data=request.data)
         data.is_valid(raise_exception=True)
-        key = services.api_key_update(key=key, **data.validated_data)
+        key = services.api_key_update(
+            actor=actor_for_request(request), key=key, **data.validated_data
+        )
         return Response(KeyOutput(key).data)
 
 
@@ -106,7 +111,9 @@ class KeyRollApi(APIView):
         data = KeyRollInput(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            new_key, plaintext = services.api_key_roll(key=key, **data.validated_data)
+            new_key, plaintext = services.api_key_roll(
+                actor=actor_for_request(request), key=key, **data.validated_data
+            )
         except services.KeyRejected as rejected:
             raise serializers.ValidationError({"key": [rejected.reason]}) from None
         return Response(_key_with_plaintext(new_key, plaintext), status=status.HTTP_201_CREATED)
@@ -116,7 +123,9 @@ class KeyRevokeApi(APIView):
     @extend_schema(request=None, responses=KeyOutput)
     def post(self, request: Request, key_id: int) -> Response:
         key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
-        return Response(KeyOutput(services.api_key_revoke(key=key)).data)
+        return Response(
+            KeyOutput(services.api_key_revoke(actor=actor_for_request(request), key=key)).data
+        )
 
 
 # ---------------------------------------------------------------- secrets
@@ -166,6 +175,7 @@ class SecretListCreateApi(APIView):
         data.is_valid(raise_exception=True)
         values = data.validated_data
         secret, created = services.secret_set(
+            actor=actor_for_request(request),
             workspace=request_workspace(request),
             name=values["name"],
             value=values["value"],
@@ -186,6 +196,7 @@ class SecretDetailApi(APIView):
         data.is_valid(raise_exception=True)
         clean_with(validate_secret_name, name)
         secret, created = services.secret_set(
+            actor=actor_for_request(request),
             workspace=request_workspace(request),
             name=name,
             value=data.validated_data["value"],
@@ -198,11 +209,13 @@ class SecretDetailApi(APIView):
         secret = selectors.secret_get(workspace=request_workspace(request), name=name)
         data = SecretHostsInput(data=request.data)
         data.is_valid(raise_exception=True)
-        secret = services.secret_update_hosts(secret=secret, **data.validated_data)
+        secret = services.secret_update_hosts(
+            actor=actor_for_request(request), secret=secret, **data.validated_data
+        )
         return Response(SecretOutput(secret).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, name: str) -> Response:
         secret = selectors.secret_get(workspace=request_workspace(request), name=name)
-        services.secret_delete(secret=secret)
+        services.secret_delete(actor=actor_for_request(request), secret=secret)
         return Response(status=status.HTTP_204_NO_CONTENT)

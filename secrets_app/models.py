@@ -216,9 +216,7 @@ class AuditEvent(models.Model):
     ``details`` never holds a secret value, a key's plaintext or a handler's source.
     """
 
-    workspace = models.ForeignKey(
-        Workspace, on_delete=models.CASCADE, related_name="audit_events"
-    )
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="audit_events")
     actor_user = models.ForeignKey(
         User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

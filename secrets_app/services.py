@@ -577,9 +577,7 @@ def _refuse_losing_last_owner(membership: Membership) -> None:
 
 
 @transaction.atomic
-def membership_set_role(
-    *, membership: Membership, role: str, actor: Actor = SYSTEM
-) -> Membership:
+def membership_set_role(*, membership: Membership, role: str, actor: Actor = SYSTEM) -> Membership:
     if role not in Membership.Role.values:
         raise ValidationError(f"{role!r} is not a role")
     current = Membership.objects.select_for_update().get(

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from platform_site.serializers import StrictSerializer, django_errors_as_drf
+from secrets_app.audit import actor_for_request
 from secrets_app.authentication import request_workspace
 from secrets_app.validators import AGENT_SLUG
 from sessions_app import selectors, services
@@ -65,7 +66,9 @@ class AgentListCreateApi(APIView):
         data.is_valid(raise_exception=True)
         with django_errors_as_drf("tools"):
             agent = services.agent_create(
-                workspace=request_workspace(request), **data.validated_data
+                actor=actor_for_request(request),
+                workspace=request_workspace(request),
+                **data.validated_data,
             )
         return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
 
@@ -84,7 +87,7 @@ class AgentDetailApi(APIView):
         data.is_valid(raise_exception=True)
         fields: dict[str, Any] = dict(data.validated_data)
         with django_errors_as_drf("tools"):
-            agent = services.agent_update(agent=agent, **fields)
+            agent = services.agent_update(actor=actor_for_request(request), agent=agent, **fields)
         return Response(AgentOutput(agent).data)
 
     @extend_schema(request=AgentInput, responses=AgentOutput)
@@ -97,7 +100,7 @@ class AgentDetailApi(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, slug: str) -> Response:
-        services.agent_delete(agent=self._agent(request, slug))
+        services.agent_delete(actor=actor_for_request(request), agent=self._agent(request, slug))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_http_methods
 
 from frontend.dashboard.scope import LAST_WORKSPACE, Scope, workspace_page
 from secrets_app import selectors, services
+from secrets_app.audit import actor_for_request
 from secrets_app.models import User
 
 
@@ -89,6 +90,7 @@ def workspace_new(request: HttpRequest) -> HttpResponse:
     form = WorkspaceForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         workspace = services.workspace_create(
+            actor=actor_for_request(request),
             name=form.cleaned_data["name"].strip(),
             owner=request.user,  # type: ignore[arg-type]
         )

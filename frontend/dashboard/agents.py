@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods
 from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES, AgentTemplate
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
+from secrets_app.audit import actor_for_request
 from sessions_app import selectors, services
 from sessions_app.models import Agent
 
@@ -63,7 +64,10 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_create(
-                workspace=scope.workspace, tools=editor.tool_list(), **editor.agent_fields()
+                actor=actor_for_request(request),
+                workspace=scope.workspace,
+                tools=editor.tool_list(),
+                **editor.agent_fields(),
             )
         except ValidationError as error:
             editor.add_service_error(error)
@@ -81,7 +85,10 @@ def edit(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_update(
-                agent=agent, tools=editor.tool_list(), **editor.agent_fields()
+                actor=actor_for_request(request),
+                agent=agent,
+                tools=editor.tool_list(),
+                **editor.agent_fields(),
             )
         except ValidationError as error:
             editor.add_service_error(error)
@@ -99,7 +106,7 @@ def delete(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     agent = selectors.agent_get(workspace=scope.workspace, slug=slug)
 
     def act() -> str:
-        services.agent_delete(agent=agent)
+        services.agent_delete(actor=actor_for_request(request), agent=agent)
         return f"Agent “{agent.name}” deleted."
 
     context = {"agent": agent}

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods
 
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app import selectors, services
+from secrets_app.audit import actor_for_request
 from secrets_app.models import ApiKey
 from secrets_app.validators import clean_origins
 from sessions_app.selectors import agent_list
@@ -158,6 +159,7 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         key, plaintext = services.api_key_create(
+            actor=actor_for_request(request),
             workspace=scope.workspace,
             kind=data["kind"],
             label=data["label"].strip(),
@@ -187,7 +189,9 @@ def roll(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
         grace = int(form.cleaned_data["grace"])
         expires_at = timezone.now() + timedelta(seconds=grace) if grace else None
         try:
-            new_key, plaintext = services.api_key_roll(key=key, expires_at=expires_at)
+            new_key, plaintext = services.api_key_roll(
+                actor=actor_for_request(request), key=key, expires_at=expires_at
+            )
         except services.KeyRejected as rejected:
             messages.error(request, f"Key {key.display} cannot be rolled: {rejected.reason}.")
             return redirect("dashboard:keys", scope.workspace.pk)
@@ -206,7 +210,7 @@ def revoke(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
     key = selectors.api_key_get(workspace=scope.workspace, key_id=key_id)
 
     def act() -> str:
-        services.api_key_revoke(key=key)
+        services.api_key_revoke(actor=actor_for_request(request), key=key)
         return f"Key {key.display} revoked. Requests using it are refused."
 
     context = {"key": key}

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app import selectors, services
+from secrets_app.audit import actor_for_request
 from secrets_app.models import Invitation, Membership, User
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ def invite(request: HttpRequest, scope: Scope) -> HttpResponse:
     if form.is_valid():
         try:
             invitation, token = services.invitation_create(
+                actor=actor_for_request(request),
                 workspace=scope.workspace,
                 email=form.cleaned_data["email"],
                 role=form.cleaned_data["role"],
@@ -118,7 +120,11 @@ def set_role(request: HttpRequest, scope: Scope, membership_id: int) -> HttpResp
         messages.error(request, "Choose owner, admin or member.")
     else:
         try:
-            services.membership_set_role(membership=membership, role=form.cleaned_data["role"])
+            services.membership_set_role(
+                actor=actor_for_request(request),
+                membership=membership,
+                role=form.cleaned_data["role"],
+            )
         except ValidationError as error:
             messages.error(request, " ".join(error.messages))
         else:
@@ -135,7 +141,7 @@ def remove(request: HttpRequest, scope: Scope, membership_id: int) -> HttpRespon
     )
     if request.method == "POST":
         try:
-            services.membership_remove(membership=membership)
+            services.membership_remove(actor=actor_for_request(request), membership=membership)
         except ValidationError as error:
             messages.error(request, " ".join(error.messages))
             return redirect("dashboard:members", scope.workspace.pk)
@@ -155,7 +161,7 @@ def revoke_invitation(request: HttpRequest, scope: Scope, invitation_id: int) ->
     invitation = selectors.invitation_get(workspace=scope.workspace, invitation_id=invitation_id)
 
     def act() -> str:
-        services.invitation_revoke(invitation=invitation)
+        services.invitation_revoke(actor=actor_for_request(request), invitation=invitation)
         return f"The invitation to {invitation.email} was revoked."
 
     context = {"invitation": invitation}
@@ -201,7 +207,9 @@ def accept(request: HttpRequest, token: str) -> HttpResponse:
     user: User = request.user  # type: ignore[assignment]
     if request.method == "POST":
         try:
-            membership = services.invitation_accept(token=token, user=user)
+            membership = services.invitation_accept(
+                actor=actor_for_request(request), token=token, user=user
+            )
         except ValidationError as error:
             return _invitation_page(request, invitation, problem=" ".join(error.messages))
         messages.success(request, f"Welcome to {membership.workspace.name}.")

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods
 from frontend.dashboard.keys import lines, readable
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app import selectors, services
+from secrets_app.audit import actor_for_request
 from secrets_app.validators import clean_hosts, validate_secret_name, validate_secret_value
 
 SECTION = "dashboard:secrets"
@@ -109,6 +110,7 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         secret, _ = services.secret_set(
+            actor=actor_for_request(request),
             workspace=scope.workspace,
             name=data["name"],
             value=data["value"],
@@ -130,6 +132,7 @@ def replace(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
     form = ReplaceForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         services.secret_set(
+            actor=actor_for_request(request),
             workspace=scope.workspace,
             name=secret.name,
             value=form.cleaned_data["value"],
@@ -149,7 +152,9 @@ def hosts(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
     form = HostsForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         services.secret_update_hosts(
-            secret=secret, allowed_hosts=form.cleaned_data["allowed_hosts"]
+            actor=actor_for_request(request),
+            secret=secret,
+            allowed_hosts=form.cleaned_data["allowed_hosts"],
         )
         messages.success(
             request, f"Allowed hosts of {secret.name} updated; its value is unchanged."
@@ -165,7 +170,7 @@ def delete(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
     secret = selectors.secret_get(workspace=scope.workspace, name=name)
 
     def act() -> str:
-        services.secret_delete(secret=secret)
+        services.secret_delete(actor=actor_for_request(request), secret=secret)
         return f"Secret {secret.name} deleted."
 
     context = {"secret": secret}

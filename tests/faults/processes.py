@@ -34,6 +34,8 @@ REDIS_SERVER = "/usr/bin/redis-server"
 LOCAL_ORIGIN = "http://localhost:3000"  # a key without allowed origins accepts localhost
 _CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 _worker_numbers = itertools.count(1)
+# The fault tests configure their sessions inline (new keys refuse that by default).
+INLINE = ("--inline-config", "--inline-tool-code")
 
 
 def free_port() -> int:
@@ -174,7 +176,7 @@ def prepare_platform(var_dir: Path, *, redis_url: str, llm_base_url: str) -> Pla
     )
     _manage(env, "migrate", "--noinput", "-v", "0")
     keys = [
-        json.loads(_manage(env, "create_workspace", name, "--owner", email, "--json"))
+        json.loads(_manage(env, "create_workspace", name, "--owner", email, "--json", *INLINE))
         for name, email in (("Faults", "f@example.com"), ("Outsider", "o@example.com"))
     ]
     return Platform(var_dir, env, keys[0]["publishable_key"], keys[1]["publishable_key"])
