@@ -205,8 +205,13 @@ class Stack:
         self._database_created = True
         self._manage("migrate", "--noinput", "-v", "0")
         created = self._manage(
-            "create_workspace", "Bench", "--owner", "bench@example.com", "--json",
-            "--inline-config", "--inline-tool-code",
+            "create_workspace",
+            "Bench",
+            "--owner",
+            "bench@example.com",
+            "--json",
+            "--inline-config",
+            "--inline-tool-code",
         )
         self.publishable_key = json.loads(created.strip().splitlines()[-1])["publishable_key"]
         self._start_llm()

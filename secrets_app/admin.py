@@ -6,14 +6,33 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import REDIRECT_FIELD_NAME
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from secrets_app import services
 from secrets_app.audit import actor_for_request
 from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
 from secrets_app.validators import clean_hosts, validate_secret_value
+
+
+def admin_login(request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+    """One door for people: the admin logs in through the dashboard's login, which is
+    throttled and asks for the second factor when it is on."""
+    if request.user.is_authenticated and not request.user.is_staff:
+        raise PermissionDenied("This account cannot use the admin.")
+    target = request.GET.get(REDIRECT_FIELD_NAME) or ""
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("admin:index")
+    return redirect_to_login(target, login_url=reverse("dashboard:login"))
+
+
+admin.site.login = admin_login  # type: ignore[method-assign]
 
 
 @admin.register(User)

@@ -8,11 +8,30 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
+from secrets_app.models import (
+    ApiKey,
+    AuditEvent,
+    Invitation,
+    Membership,
+    Secret,
+    User,
+    Workspace,
+)
 
 
 def api_key_list(*, workspace: Workspace) -> QuerySet[ApiKey]:
-    return ApiKey.objects.filter(workspace=workspace)
+    return ApiKey.objects.filter(workspace=workspace).select_related("created_by", "created_by_key")
+
+
+def api_key_list_active_by(*, workspace: Workspace, user: User) -> list[ApiKey]:
+    """The keys ``user`` created that still work."""
+    now = timezone.now()
+    keys = ApiKey.objects.filter(workspace=workspace, created_by=user)
+    return [key for key in keys if key.status(now) == "active"]
+
+
+def audit_event_list(*, workspace: Workspace) -> QuerySet[AuditEvent]:
+    return AuditEvent.objects.filter(workspace=workspace)
 
 
 def api_key_get(*, workspace: Workspace, key_id: int) -> ApiKey:

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from secrets_app import crypto
+from secrets_app import crypto, selectors
 from secrets_app import scopes as key_scopes
 from secrets_app.audit import SYSTEM, Actor, audit_record
 from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
@@ -615,11 +615,7 @@ def membership_remove(
     )  # fmt: skip
     if not revoke_keys:
         return []
-    keys = [
-        key
-        for key in ApiKey.objects.filter(workspace_id=current.workspace_id, created_by=current.user)
-        if key.status() == "active"
-    ]
+    keys = selectors.api_key_list_active_by(workspace=current.workspace, user=current.user)
     for key in keys:
         api_key_revoke(key=key, actor=actor)
     return keys

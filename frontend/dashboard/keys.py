@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
+from secrets_app import scopes as key_scopes
 from secrets_app import selectors, services
 from secrets_app.audit import actor_for_request
 from secrets_app.models import ApiKey
@@ -74,11 +75,41 @@ class KeyForm(forms.Form):
     )
     allow_inline_config = forms.BooleanField(
         required=False,
-        initial=True,
-        label="Allow inline config",
+        initial=False,
+        label="Pages may configure the agent themselves",
         help_text=(
-            "Pages may send their own instructions and tool code. Turn off to allow only "
-            "saved agents."
+            "Off (recommended): pages can only talk to the saved agents checked above. On: "
+            "any page that has this key may send its own instructions, greeting, voice and "
+            "browser tools, so anyone can make your agent say anything on your model."
+        ),
+    )
+    allow_inline_tool_code = forms.BooleanField(
+        required=False,
+        initial=False,
+        label="Pages may send server-tool code",
+        help_text=(
+            "Off (recommended): only handlers saved with an agent run on the platform. On: a "
+            "page may send JavaScript that runs in the sandbox with your workspace's secrets "
+            "(as references bound to their hosts). For local development."
+        ),
+    )
+    tokens_only = forms.BooleanField(
+        required=False,
+        initial=False,
+        label="Session tokens only",
+        help_text=(
+            "Pages cannot open sessions with this key at all: your server mints a short-lived "
+            "token per session (POST /api/v1/session-tokens) and the page connects with it."
+        ),
+    )
+    scopes = forms.MultipleChoiceField(
+        required=False,
+        initial=key_scopes.DEFAULT,
+        choices=[(name, f"{name}: {text}") for name, text in key_scopes.SCOPES.items()],
+        widget=forms.CheckboxSelectMultiple,
+        help_text=(
+            "What a secret key may do on the REST API. Leave “keys” off unless a server must "
+            "manage keys: a leaked key with it could make more keys."
         ),
     )
 
@@ -155,6 +186,8 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     scope.require_key_manager()
+    if request.user.email_verified_at is None:  # type: ignore[union-attr]
+        return render_page(request, scope, "dashboard/keys_verify.html", section=SECTION)
     form = KeyForm(request.POST or None, agents=_agent_choices(scope))
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -166,6 +199,9 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
             allowed_origins=data["allowed_origins"],
             allowed_agents=data["allowed_agents"],
             allow_inline_config=data["allow_inline_config"],
+            allow_inline_tool_code=data["allow_inline_tool_code"],
+            tokens_only=data["tokens_only"],
+            scopes=data["scopes"],
         )
         if key.kind == ApiKey.Kind.SECRET:
             return _show_once(request, scope, key, plaintext, rolled=False)

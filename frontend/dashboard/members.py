@@ -6,14 +6,10 @@ link once (and the invitee gets it by email), then nobody can read it again.
 
 from __future__ import annotations
 
-import logging
-import smtplib
-
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import ValidationError
-from django.core.mail import send_mail
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -21,11 +17,9 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
-from secrets_app import selectors, services
+from secrets_app import mail, selectors, services, tasks
 from secrets_app.audit import actor_for_request
 from secrets_app.models import Invitation, Membership, User
-
-logger = logging.getLogger(__name__)
 
 SECTION = "dashboard:members"
 
@@ -54,20 +48,13 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
     return render_page(request, scope, "dashboard/members.html", context, section=SECTION)
 
 
-def _send_invitation(request: HttpRequest, invitation: Invitation, link: str) -> bool:
+def _send_invitation(request: HttpRequest, invitation: Invitation, link: str) -> None:
+    """Queued, not sent here: the owner's page never waits for SMTP (and the owner can pass
+    the link on by hand if the mail does not arrive)."""
     context = {"invitation": invitation, "link": link, "inviter": request.user}
     subject = render_to_string("dashboard/invitation_subject.txt", context).strip()
     body = render_to_string("dashboard/invitation_email.txt", context)
-    try:
-        send_mail(subject, body, None, [invitation.email])
-    except (smtplib.SMTPException, OSError) as exc:
-        # The owner still sees the link and can pass it on; the page says so. The type only:
-        # SMTP errors quote the recipient's address.
-        logger.warning(
-            "invitation email failed: invitation=%s %s", invitation.pk, type(exc).__name__
-        )
-        return False
-    return True
+    mail.send_later(tasks.mail_send, subject=subject, body=body, to=invitation.email)
 
 
 @workspace_page
@@ -92,11 +79,8 @@ def invite(request: HttpRequest, scope: Scope) -> HttpResponse:
             form.add_error(None, error)
         else:
             link = request.build_absolute_uri(reverse("dashboard:invitation", args=[token]))
-            context = {
-                "invitation": invitation,
-                "link": link,
-                "emailed": _send_invitation(request, invitation, link),
-            }
+            _send_invitation(request, invitation, link)
+            context = {"invitation": invitation, "link": link}
             # The link is the invitation; like a secret key, it is shown in this response only.
             response = render_page(
                 request, scope, "dashboard/members_invited.html", context, section=SECTION
@@ -141,16 +125,25 @@ def remove(request: HttpRequest, scope: Scope, membership_id: int) -> HttpRespon
     )
     if request.method == "POST":
         try:
-            services.membership_remove(actor=actor_for_request(request), membership=membership)
+            revoked = services.membership_remove(
+                actor=actor_for_request(request),
+                membership=membership,
+                revoke_keys=request.POST.get("revoke_keys") == "1",
+            )
         except ValidationError as error:
             messages.error(request, " ".join(error.messages))
             return redirect("dashboard:members", scope.workspace.pk)
         if membership.user_id == request.user.pk:
             messages.success(request, f"You left {scope.workspace.name}.")
             return redirect("dashboard:home")
-        messages.success(request, f"{membership.user.email} was removed from the workspace.")
+        also = f" and {len(revoked)} of their API keys revoked" if revoked else ""
+        messages.success(request, f"{membership.user.email} was removed{also}.")
         return redirect("dashboard:members", scope.workspace.pk)
-    context = {"membership": membership, "is_self": membership.user_id == request.user.pk}
+    context = {
+        "membership": membership,
+        "is_self": membership.user_id == request.user.pk,
+        "keys": selectors.api_key_list_active_by(workspace=scope.workspace, user=membership.user),
+    }
     return render_page(request, scope, "dashboard/members_remove.html", context, section=SECTION)
 
 
