@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -53,6 +53,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         for field, text in pairs:
             fields.setdefault(field or "non_field_errors", []).append(text)
         body = {"code": "invalid", "message": message, "fields": fields}
+    elif isinstance(exc, Http404):
+        body = {"code": "not_found", "message": str(exc) or "not found"}
     else:
         detail = getattr(exc, "detail", str(exc))
         code = getattr(detail, "code", None) or getattr(exc, "default_code", "error")

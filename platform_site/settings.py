@@ -216,7 +216,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["secrets_app.authentication.HasWorkspace"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "platform_site.openapi.ApiSchema",
     "EXCEPTION_HANDLER": "platform_site.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_THROTTLE_CLASSES": ["secrets_app.authentication.ApiKeyRateThrottle"],

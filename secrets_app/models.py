@@ -147,6 +147,10 @@ class ApiKey(models.Model):
             return "expired"
         return "active"
 
+    @property
+    def current_status(self) -> str:
+        return self.status()
+
 
 class Secret(models.Model):
     """A customer credential, encrypted at rest and bound to the hosts it may reach."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db.models import QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -17,6 +18,7 @@ from secrets_app.models import (
     User,
     Workspace,
 )
+from secrets_app.validators import SECRET_NAME
 
 
 def api_key_list(*, workspace: Workspace) -> QuerySet[ApiKey]:
@@ -52,6 +54,10 @@ def secret_list(*, workspace: Workspace) -> QuerySet[Secret]:
 
 
 def secret_get(*, workspace: Workspace, name: str) -> Secret:
+    # A name no secret can have (NUL, which PostgreSQL refuses in a query, included) is
+    # simply not found.
+    if not SECRET_NAME.match(name):
+        raise Http404("No such secret.")
     return get_object_or_404(Secret, workspace=workspace, name=name)
 
 

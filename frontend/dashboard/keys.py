@@ -258,6 +258,6 @@ def revoke(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
 urlpatterns = [
     path("keys/", index, name="keys"),
     path("keys/new/", create, name="key-new"),
-    path("keys/<int:key_id>/roll/", roll, name="key-roll"),
-    path("keys/<int:key_id>/revoke/", revoke, name="key-revoke"),
+    path("keys/<id:key_id>/roll/", roll, name="key-roll"),
+    path("keys/<id:key_id>/revoke/", revoke, name="key-revoke"),
 ]

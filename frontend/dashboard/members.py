@@ -213,10 +213,10 @@ def accept(request: HttpRequest, token: str) -> HttpResponse:
 urlpatterns = [
     path("members/", index, name="members"),
     path("members/invite/", invite, name="member-invite"),
-    path("members/<int:membership_id>/role/", set_role, name="member-role"),
-    path("members/<int:membership_id>/remove/", remove, name="member-remove"),
+    path("members/<id:membership_id>/role/", set_role, name="member-role"),
+    path("members/<id:membership_id>/remove/", remove, name="member-remove"),
     path(
-        "members/invitations/<int:invitation_id>/revoke/",
+        "members/invitations/<id:invitation_id>/revoke/",
         revoke_invitation,
         name="invitation-revoke",
     ),

@@ -33,5 +33,5 @@ urlpatterns = [
     *accounts.urlpatterns,
     *members.account_urlpatterns,
     *security.urlpatterns,
-    path("w/<int:workspace_id>/", include(workspace_pages)),
+    path("w/<id:workspace_id>/", include(workspace_pages)),
 ]
