@@ -6,11 +6,14 @@ included)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, given
 from hypothesis import settings as fuzz_settings
 from schemathesis import GenerationMode, checks
@@ -28,12 +31,20 @@ CHECKS = [
 
 
 @pytest.fixture
-def api_schema(owner: Tenant, settings: Any) -> Any:
+def api_schema(owner: Tenant, settings: Any) -> Iterator[Any]:
     settings.API_REQUESTS_PER_MINUTE = 100_000
     agent_services.agent_create(
         workspace=owner.workspace, name="Orders", slug="orders", tools=[order_tool()]
     )
-    return schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
+    # Like Django's test client: the requests run inside the test's transaction, whose
+    # connection a finished request must not close.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
 
 
 @pytest.mark.parametrize(
