@@ -102,7 +102,8 @@ async def test_an_expired_token_is_refused(tenant, echo):
 
     from sessions_app.models import SessionToken
 
-    await sync_to_async(SessionToken.objects.update)(expires_at=timezone.now() - timedelta(seconds=1))
+    past = timezone.now() - timedelta(seconds=1)
+    await sync_to_async(SessionToken.objects.update)(expires_at=past)
     async with Client(f"/v1/session?token={token}") as page:
         assert (await page.next())["code"] == "invalid_token"
 
