@@ -5,7 +5,14 @@
 // Wire protocol: README "The realtime protocol (v1)".
 
 import { AudioIO, microphoneErrorCode } from "./audio.js";
-import { pick, sessionUrl, stringValues, toolDeclarations, withoutUndefined } from "./config.js";
+import {
+  hasCredential,
+  pick,
+  sessionUrlSource,
+  stringValues,
+  toolDeclarations,
+  withoutUndefined,
+} from "./config.js";
 import { Connection } from "./connection.js";
 import { errorInfo, FATAL_ERRORS, READABLE } from "./errors.js";
 import { Emitter, Store } from "./events.js";
@@ -65,7 +72,9 @@ export class AgentSession extends Emitter {
    */
   constructor(options = {}) {
     super();
-    if (!options.apiKey) throw new TypeError("voice agent: `apiKey` (a pk_… key) is required");
+    if (!hasCredential(options)) {
+      throw new TypeError("voice agent: `apiKey` (a pk_… key), `token` or `getToken` is required");
+    }
     this.#options = {
       ...options,
       mode: options.mode ?? "voice",
@@ -131,9 +140,8 @@ export class AgentSession extends Emitter {
     this.#store.update({ ...INITIAL, status: this.status });
     this.#refreshStatus();
     const audioStarted = this.#options.mode === "voice" ? this.#startAudio() : null;
-    const { platformUrl, apiKey, agent } = this.#options;
     this.#connection = new Connection({
-      url: sessionUrl(platformUrl, apiKey, agent),
+      url: sessionUrlSource(this.#options),
       configure: () => this.#configureMessage(audioStarted),
       onEvent: (event) => this.#onEvent(event),
       onAudio: (pcm) => this.#onAudio(pcm),
