@@ -66,24 +66,9 @@ def _declared_tools(tools: list[Any]) -> list[protocol.ToolDeclaration]:
     return declared
 
 
-def _has_nul(value: Any) -> bool:
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            pending.extend(item)
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-    return False
-
-
 def agent_tools_clean(tools: list[Any]) -> list[dict[str, Any]]:
     """Tools as stored: validated, with the hash that pins each saved handler."""
-    if _has_nul(tools):  # PostgreSQL's jsonb cannot hold NUL
+    if any("\x00" in text for text in protocol.strings_in(tools)):  # jsonb cannot hold NUL
         raise ValidationError("tools: text must not contain NUL characters")
     pinned = []
     for declared in _declared_tools(tools):

@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings as django_settings
 
 from secrets_app import services as key_services
 from secrets_app.models import ApiKey
@@ -23,31 +21,11 @@ from sessions_app import services as agent_services
 from sessions_app.models import Session
 from sessions_app.orchestrator.budget import TRIMMED_NOTE, fit_history
 from tests.factories import Tenant, make_tenant, order_tool
-from tests.fakes.openai_server import DEFAULT_SCRIPT, FakeOpenAIServer
 from tests.sessions_app.wsclient import Client
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_leases")]
 
 TEXT = {"type": "configure", "mode": "text", "instructions": "Be brief."}
-
-
-@pytest.fixture(autouse=True)
-async def clean_leases() -> None:
-    if django_settings.REDIS_URL:
-        client = live.redis_client()
-        for key in await client.keys("voice:live:*"):
-            await client.delete(key)
-    live._memory.clear()
-
-
-@pytest.fixture
-async def echo(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
-    """An LLM that answers every request ("You said: …")."""
-    server = FakeOpenAIServer(default=DEFAULT_SCRIPT)
-    await server.start()
-    settings.LLM_BASE_URL, settings.LLM_API_KEY = server.base_url, "test-llm-key"
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

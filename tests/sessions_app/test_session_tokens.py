@@ -4,43 +4,21 @@ listing them, ending one. The outsider can neither mint for, list, nor end ours.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 
 from secrets_app import services as key_services
 from secrets_app.models import ApiKey
-from sessions_app import live
 from sessions_app import services as agent_services
 from sessions_app.models import Session
 from tests.conftest import api_client
 from tests.factories import Tenant, make_tenant
-from tests.fakes.openai_server import DEFAULT_SCRIPT, FakeOpenAIServer
 from tests.sessions_app.wsclient import Client
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-async def clean_leases() -> None:
-    if django_settings.REDIS_URL:
-        client = live.redis_client()
-        for key in await client.keys("voice:live:*"):
-            await client.delete(key)
-    live._memory.clear()
-
-
-@pytest.fixture
-async def echo(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
-    server = FakeOpenAIServer(default=DEFAULT_SCRIPT)
-    await server.start()
-    settings.LLM_BASE_URL, settings.LLM_API_KEY = server.base_url, "test-llm-key"
-    yield server
-    await server.stop()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_leases")]
 
 
 @pytest.fixture
