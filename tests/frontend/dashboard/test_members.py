@@ -300,3 +300,24 @@ def _expected_state(tenant: Tenant, admin: User | None = None) -> tuple[object, 
     if admin is not None:
         members.append((admin.email, "admin"))
     return tuple(sorted(members)), (("pending@example.com", None),)
+
+
+def test_removing_a_member_offers_to_revoke_the_keys_they_made(
+    owner: Tenant, member: Tenant, owner_client: Client
+) -> None:
+    from secrets_app.audit import Actor
+    from secrets_app.models import ApiKey
+
+    target = Membership.objects.get(workspace=owner.workspace, user=member.user)
+    services.membership_set_role(membership=target, role="admin")
+    key, _ = services.api_key_create(
+        workspace=owner.workspace, kind="secret", label="theirs", actor=Actor(user=member.user)
+    )
+    confirm = owner_client.get(page(owner, "member-remove", target.pk)).content.decode()
+    assert key.display in confirm and 'name="revoke_keys"' in confirm
+    response = owner_client.post(
+        page(owner, "member-remove", target.pk), {"revoke_keys": "1"}, follow=True
+    )
+    assert "and 1 of their API keys revoked" in response.content.decode()
+    assert ApiKey.objects.get(pk=key.pk).status() == "revoked"
+    assert ApiKey.objects.filter(workspace=owner.workspace, revoked_at__isnull=True).count() == 2
