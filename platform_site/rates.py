@@ -6,9 +6,10 @@ right to the second). Every limit is a ``Rate`` named in settings and in the REA
 "Limits" table; callers ask ``hit`` (count this event) or ``peek`` (would one more pass?)
 and get back ``None`` (allowed) or the seconds to wait.
 
-When Redis is unreachable the WebSocket side refuses new work with 4503 like the session
-limit does (``StorageError`` is a ``RedisError`` there); the HTTP side lets requests
-through and logs it, so an outage never locks every user out of the dashboard.
+When Redis is unreachable ``hit`` raises (``StorageError``): a new WebSocket is refused with
+4503 like the session limit does, a running session is let through. ``hit_sync`` and
+``peek_sync`` (the HTTP side) let requests through and log it, so an outage never locks
+every user out of the dashboard.
 """
 
 from __future__ import annotations
