@@ -13,6 +13,8 @@ fi
 # The embedded defaults ignore a production environment that may be set in this shell.
 unset DATABASE_URL REDIS_URL
 .venv/bin/python manage.py migrate --noinput -v 0
+# Sessions that were live when the platform last stopped end now (no record stays "Live").
+.venv/bin/python manage.py end_orphan_sessions -v 0 >/dev/null
 HOST="${HOST:-127.0.0.1}" PORT="${PORT:-8000}"
 .venv/bin/python manage.py bootstrap_demo --base-url "http://$HOST:$PORT"
 exec .venv/bin/daphne -b "$HOST" -p "$PORT" platform_site.asgi:application

@@ -187,6 +187,10 @@ class Stack:
             LLM_BASE_URL=self.llm_base_url,
             LLM_API_KEY="sk-bench",
             SESSION_LIMIT_PER_WORKSPACE=str(self.session_limit),
+            # Every simulated client comes from this machine's one address.
+            SESSIONS_PER_ADDRESS=str(self.session_limit),
+            WS_CONNECTIONS_PER_MINUTE=str(self.session_limit * 10),
+            LLM_REQUESTS_PER_MINUTE="100000",
             PYTHONUNBUFFERED="1",
         )
         return env
@@ -201,7 +205,13 @@ class Stack:
         self._database_created = True
         self._manage("migrate", "--noinput", "-v", "0")
         created = self._manage(
-            "create_workspace", "Bench", "--owner", "bench@example.com", "--json"
+            "create_workspace",
+            "Bench",
+            "--owner",
+            "bench@example.com",
+            "--json",
+            "--inline-config",
+            "--inline-tool-code",
         )
         self.publishable_key = json.loads(created.strip().splitlines()[-1])["publishable_key"]
         self._start_llm()

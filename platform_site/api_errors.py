@@ -8,8 +8,10 @@ reading a curl response knows what to fix without reading the docs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -51,6 +53,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         for field, text in pairs:
             fields.setdefault(field or "non_field_errors", []).append(text)
         body = {"code": "invalid", "message": message, "fields": fields}
+    elif isinstance(exc, Http404):
+        body = {"code": "not_found", "message": str(exc) or "not found"}
     else:
         detail = getattr(exc, "detail", str(exc))
         code = getattr(detail, "code", None) or getattr(exc, "default_code", "error")
@@ -59,3 +63,29 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response["WWW-Authenticate"] = 'Bearer realm="api"'
     response.data = {"error": body}
     return response
+
+
+_FALLBACK = {
+    404: ("not_found", "no such endpoint, or no such object in this workspace"),
+    405: ("method_not_allowed", "this endpoint does not take that method"),
+    500: ("internal", "internal error"),
+}
+
+
+class ApiNotFoundMiddleware:
+    """Every answer under ``/api/`` is the JSON error shape, also when no view ran (an
+    unknown route, an id that does not fit the route) or the server failed."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not request.path.startswith("/api/") or response.status_code not in _FALLBACK:
+            return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        code, message = _FALLBACK[response.status_code]
+        return JsonResponse(
+            {"error": {"code": code, "message": message}}, status=response.status_code
+        )

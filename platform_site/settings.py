@@ -7,10 +7,13 @@ REDIS_URL, SECRET_KEY, SECRETS_KEYRING and DEBUG=false.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from pathlib import Path
 from urllib.parse import urlparse
 
 import dj_database_url
+from csp import constants as csp
 from django.core.exceptions import ImproperlyConfigured
 
 from platform_site.env import (
@@ -40,6 +43,30 @@ if not DEBUG and len(SECRET_KEY) < 32:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+
+def _trusted_proxies(values: list[str]) -> list[str]:
+    try:
+        return [str(ipaddress.ip_network(value, strict=False)) for value in values]
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"TRUSTED_PROXIES: {exc}") from None
+
+
+def _proxy_ssl_header(name: str | None) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto`` → Django's ("HTTP_X_FORWARDED_PROTO", "https")."""
+    if not name:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9-]+", name):
+        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER must be a header name, got {name!r}")
+    return ("HTTP_" + name.upper().replace("-", "_"), "https")
+
+
+# Behind a reverse proxy: the proxies whose X-Forwarded-For is believed (addresses or
+# networks), the header that says the original request was https, and whether the proxy's
+# X-Forwarded-Host names the site. See the README's "Behind a proxy (https)".
+TRUSTED_PROXIES = _trusted_proxies(env_list("TRUSTED_PROXIES", []))
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env_str("SECURE_PROXY_SSL_HEADER"))
+USE_X_FORWARDED_HOST = env_bool("USE_X_FORWARDED_HOST", False)
+
 # Keyring for the secret store: "id:base64key,id:base64key", oldest first, the last
 # one encrypts. Parsed and checked by secrets_app.crypto at start.
 SECRETS_KEYRING = env_secret("SECRETS_KEYRING")
@@ -60,6 +87,9 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served by us: the API docs work offline
+    "csp",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "secrets_app",
     "sessions_app",
     "tools_app",
@@ -73,8 +103,11 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "platform_site.api_errors.ApiNotFoundMiddleware",
 ]
 
 ROOT_URLCONF = "platform_site.urls"
@@ -90,6 +123,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "csp.context_processors.nonce",
             ],
         },
     },
@@ -190,15 +224,18 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD") or ""
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Voice agents <noreply@localhost>")
+# Mail is sent off the request: by a Celery worker with Redis, else by a thread.
+MAIL_QUEUE = "celery" if REDIS_URL else "thread"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["secrets_app.authentication.SecretKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["secrets_app.authentication.HasWorkspace"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "platform_site.openapi.ApiSchema",
     "EXCEPTION_HANDLER": "platform_site.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_THROTTLE_CLASSES": ["secrets_app.authentication.ApiKeyRateThrottle"],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Voice agent platform API",
@@ -213,14 +250,62 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# Product limits.
+# Product limits (all in the README's "Limits" table).
 SECRET_VALUE_MAX_BYTES = env_int("SECRET_VALUE_MAX_BYTES", 64 * 1024, minimum=1)
 SESSION_LIMIT_PER_WORKSPACE = env_int("SESSION_LIMIT_PER_WORKSPACE", 20, minimum=1)
 API_KEY_LAST_USED_PRECISION_S = env_float("API_KEY_LAST_USED_PRECISION_S", 60.0)
+# Realtime sessions, per publishable key and client address: new sockets a minute, and
+# sessions open at once (so one client can never take the whole workspace limit).
+WS_CONNECTIONS_PER_MINUTE = env_int("WS_CONNECTIONS_PER_MINUTE", 30, minimum=1)
+SESSIONS_PER_ADDRESS = env_int("SESSIONS_PER_ADDRESS", 3, minimum=1)
+TURNS_PER_MINUTE = env_int("TURNS_PER_MINUTE", 20, minimum=1)  # per session
+LLM_REQUESTS_PER_MINUTE = env_int("LLM_REQUESTS_PER_MINUTE", 120, minimum=1)  # per key
+CONTEXT_NOTES_MAX = env_int("CONTEXT_NOTES_MAX", 20, minimum=0)  # per session
+# What one LLM request may carry (instructions, history, tools' results); the oldest turns
+# are left out past it.
+LLM_REQUEST_MAX_BYTES = env_int("LLM_REQUEST_MAX_KB", 128, minimum=8) * 1024
+SESSION_IDLE_TIMEOUT_S = env_int("SESSION_IDLE_TIMEOUT_S", 300, minimum=5)
+SESSION_MAX_DURATION_S = env_int("SESSION_MAX_DURATION_S", 1800, minimum=10)
+SESSION_TOKEN_TTL_S = env_int("SESSION_TOKEN_TTL_S", 60, minimum=5)
+SESSION_TOKEN_TTL_MAX_S = 3600
+# REST API requests per secret key, and per address for requests without a valid key.
+API_REQUESTS_PER_MINUTE = env_int("API_REQUESTS_PER_MINUTE", 120, minimum=1)
+# Failed dashboard and admin logins, per account and per client address, in 15 minutes.
+LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 5, minimum=1)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)
+LOGIN_FAILURE_WINDOW_S = 15 * 60
+# Password-reset requests and sign-ups per client address an hour (each sends a mail).
+ACCOUNT_MAILS_PER_ADDRESS_PER_HOUR = env_int("ACCOUNT_MAILS_PER_ADDRESS_PER_HOUR", 10, minimum=1)
+EMAIL_VERIFICATION_MAX_AGE_S = 3 * 24 * 3600
 
+# HTTPS: cookies are only sent over https when DEBUG=false (set HTTPS=false to serve a
+# DEBUG=false platform over plain http, e.g. on a private network); HSTS is sent on
+# https responses only.
+HTTPS = env_bool("HTTPS", not DEBUG)
 SECURE_CONTENT_TYPE_NOSNIFF = True
-SESSION_COOKIE_SECURE = not DEBUG
-CSRF_COOKIE_SECURE = not DEBUG
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SECURE_REFERRER_POLICY = "same-origin"
+# Content-Security-Policy: scripts from this site or carrying the response's nonce only,
+# nothing from another site (django-csp adds the nonce a page uses).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [csp.SELF],
+        "script-src": [csp.SELF, csp.NONCE],
+        # client.js injects its default UI's <style>; styles cannot run code.
+        "style-src": [csp.SELF, csp.UNSAFE_INLINE],
+        "img-src": [csp.SELF, "data:"],
+        "connect-src": [csp.SELF],
+        "object-src": [csp.NONE],
+        "base-uri": [csp.SELF],
+        "form-action": [csp.SELF],
+        "frame-ancestors": [csp.NONE],
+    }
+}
 
 LOGGING = {
     "version": 1,

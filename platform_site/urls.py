@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from platform_site import health
+from platform_site import converters, health  # noqa: F401  (registers the id converter)
 from platform_site.metrics_view import metrics_view
 
 urlpatterns = [

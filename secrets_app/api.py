@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from platform_site.serializers import StrictSerializer, clean_with
+from platform_site.pagination import AuditPages
+from platform_site.serializers import StrictSerializer, clean_with, django_errors_as_drf
+from secrets_app import scopes as key_scopes
 from secrets_app import selectors, services
+from secrets_app.audit import actor_for_request
 from secrets_app.authentication import request_workspace
-from secrets_app.models import ApiKey, Secret
+from secrets_app.models import ApiKey, AuditEvent, Secret
 from secrets_app.validators import (
     clean_agent_slugs,
     clean_hosts,
@@ -26,18 +29,22 @@ from secrets_app.validators import (
 
 
 class KeyOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
-    status = serializers.SerializerMethodField()
+    status = serializers.ChoiceField(
+        choices=["active", "revoked", "expired"], source="current_status", read_only=True
+    )
+    created_by = serializers.SlugRelatedField(slug_field="email", read_only=True, allow_null=True)
+    created_by_key = serializers.CharField(
+        source="created_by_key.display", default=None, allow_null=True, read_only=True
+    )
 
     class Meta:
         model = ApiKey
         fields = [
             "id", "kind", "label", "display", "prefix", "last4", "publishable_key",
-            "allowed_origins", "allowed_agents", "allow_inline_config", "status",
-            "created_at", "last_used_at", "revoked_at", "expires_at", "rolled_from",
+            "allowed_origins", "allowed_agents", "allow_inline_config", "allow_inline_tool_code",
+            "tokens_only", "scopes", "status", "created_at", "created_by", "created_by_key",
+            "last_used_at", "revoked_at", "expires_at", "rolled_from",
         ]  # fmt: skip
-
-    def get_status(self, key: ApiKey) -> str:
-        return key.status()
 
 
 class KeySettingsInput(StrictSerializer):
@@ -45,6 +52,13 @@ class KeySettingsInput(StrictSerializer):
     allowed_origins = serializers.ListField(child=serializers.CharField(), required=False)
     allowed_agents = serializers.ListField(child=serializers.CharField(), required=False)
     allow_inline_config = serializers.BooleanField(required=False)
+    allow_inline_tool_code = serializers.BooleanField(required=False)
+    tokens_only = serializers.BooleanField(required=False)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(key_scopes.SCOPES)),
+        required=False,
+        help_text="Secret keys: " + "; ".join(f"{k}: {v}" for k, v in key_scopes.SCOPES.items()),
+    )
 
     def validate_allowed_origins(self, value: list[str]) -> list[str]:
         return clean_with(clean_origins, value)  # type: ignore[no-any-return]
@@ -62,7 +76,13 @@ def _key_with_plaintext(key: ApiKey, plaintext: str) -> dict[str, Any]:
     return {**KeyOutput(key).data, "key": plaintext}
 
 
+KEYS_SCOPE = {"GET": "keys", "POST": "keys", "PATCH": "keys"}
+SECRETS_SCOPE = dict.fromkeys(("GET", "POST", "PUT", "PATCH", "DELETE"), "secrets")
+
+
 class KeyListCreateApi(APIView):
+    scopes = KEYS_SCOPE
+
     @extend_schema(responses=KeyOutput(many=True))
     def get(self, request: Request) -> Response:
         keys = selectors.api_key_list(workspace=request_workspace(request))
@@ -72,13 +92,18 @@ class KeyListCreateApi(APIView):
     def post(self, request: Request) -> Response:
         data = KeyCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        key, plaintext = services.api_key_create(
-            workspace=request_workspace(request), **data.validated_data
-        )
+        with django_errors_as_drf():
+            key, plaintext = services.api_key_create(
+                actor=actor_for_request(request),
+                workspace=request_workspace(request),
+                **data.validated_data,
+            )
         return Response(_key_with_plaintext(key, plaintext), status=status.HTTP_201_CREATED)
 
 
 class KeyDetailApi(APIView):
+    scopes = KEYS_SCOPE
+
     @extend_schema(responses=KeyOutput)
     def get(self, request: Request, key_id: int) -> Response:
         key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
@@ -89,7 +114,9 @@ class KeyDetailApi(APIView):
         key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
         data = KeySettingsInput(data=request.data)
         data.is_valid(raise_exception=True)
-        key = services.api_key_update(key=key, **data.validated_data)
+        key = services.api_key_update(
+            actor=actor_for_request(request), key=key, **data.validated_data
+        )
         return Response(KeyOutput(key).data)
 
 
@@ -100,23 +127,63 @@ class KeyRollInput(StrictSerializer):
 
 
 class KeyRollApi(APIView):
+    scopes = KEYS_SCOPE
+
     @extend_schema(request=KeyRollInput, responses={201: KeyOutput})
     def post(self, request: Request, key_id: int) -> Response:
         key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
         data = KeyRollInput(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            new_key, plaintext = services.api_key_roll(key=key, **data.validated_data)
+            new_key, plaintext = services.api_key_roll(
+                actor=actor_for_request(request), key=key, **data.validated_data
+            )
         except services.KeyRejected as rejected:
             raise serializers.ValidationError({"key": [rejected.reason]}) from None
         return Response(_key_with_plaintext(new_key, plaintext), status=status.HTTP_201_CREATED)
 
 
 class KeyRevokeApi(APIView):
+    scopes = KEYS_SCOPE
+
     @extend_schema(request=None, responses=KeyOutput)
     def post(self, request: Request, key_id: int) -> Response:
         key = selectors.api_key_get(workspace=request_workspace(request), key_id=key_id)
-        return Response(KeyOutput(services.api_key_revoke(key=key)).data)
+        return Response(
+            KeyOutput(services.api_key_revoke(actor=actor_for_request(request), key=key)).data
+        )
+
+
+# ---------------------------------------------------------------- the audit log
+
+
+class AuditEventOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
+    actor = serializers.CharField(source="actor_label")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "created_at", "actor", "action", "target", "details", "address"]
+
+
+class AuditPageOutput(serializers.Serializer):  # type: ignore[type-arg]
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = AuditEventOutput(many=True)
+
+
+class AuditEventListApi(APIView):
+    scopes = {"GET": "audit:read"}
+    paginator_class = AuditPages
+
+    @extend_schema(
+        parameters=[OpenApiParameter("cursor", str, description="from `next` or `previous`")],
+        responses=AuditPageOutput,
+    )
+    def get(self, request: Request) -> Response:
+        paginator = self.paginator_class()
+        events = selectors.audit_event_list(workspace=request_workspace(request))
+        page = paginator.paginate_queryset(events, request, view=self)
+        return paginator.get_paginated_response(AuditEventOutput(page, many=True).data)
 
 
 # ---------------------------------------------------------------- secrets
@@ -157,6 +224,8 @@ def _secret_saved(secret: Secret, created: bool) -> Response:
 
 
 class SecretListCreateApi(APIView):
+    scopes = SECRETS_SCOPE
+
     @extend_schema(responses=SecretOutput(many=True))
     def get(self, request: Request) -> Response:
         secrets = selectors.secret_list(workspace=request_workspace(request))
@@ -168,6 +237,7 @@ class SecretListCreateApi(APIView):
         data.is_valid(raise_exception=True)
         values = data.validated_data
         secret, created = services.secret_set(
+            actor=actor_for_request(request),
             workspace=request_workspace(request),
             name=values["name"],
             value=values["value"],
@@ -178,6 +248,8 @@ class SecretListCreateApi(APIView):
 
 
 class SecretDetailApi(APIView):
+    scopes = SECRETS_SCOPE
+
     @extend_schema(responses=SecretOutput)
     def get(self, request: Request, name: str) -> Response:
         secret = selectors.secret_get(workspace=request_workspace(request), name=name)
@@ -189,6 +261,7 @@ class SecretDetailApi(APIView):
         data.is_valid(raise_exception=True)
         clean_with(validate_secret_name, name)
         secret, created = services.secret_set(
+            actor=actor_for_request(request),
             workspace=request_workspace(request),
             name=name,
             value=data.validated_data["value"],
@@ -202,11 +275,13 @@ class SecretDetailApi(APIView):
         secret = selectors.secret_get(workspace=request_workspace(request), name=name)
         data = SecretHostsInput(data=request.data)
         data.is_valid(raise_exception=True)
-        secret = services.secret_update_hosts(secret=secret, **data.validated_data)
+        secret = services.secret_update_hosts(
+            actor=actor_for_request(request), secret=secret, **data.validated_data
+        )
         return Response(SecretOutput(secret).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, name: str) -> Response:
         secret = selectors.secret_get(workspace=request_workspace(request), name=name)
-        services.secret_delete(secret=secret)
+        services.secret_delete(actor=actor_for_request(request), secret=secret)
         return Response(status=status.HTTP_204_NO_CONTENT)

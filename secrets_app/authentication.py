@@ -5,11 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rest_framework import authentication, exceptions, permissions
+from django.conf import settings
+from rest_framework import authentication, exceptions, permissions, throttling
 from rest_framework.request import Request
 
-from secrets_app import services
+from platform_site import rates
+from platform_site.client_address import request_address
+from secrets_app import scopes, services
 from secrets_app.models import ApiKey, Workspace
+
+
+def api_rate() -> rates.Rate:
+    return rates.Rate("api", settings.API_REQUESTS_PER_MINUTE, 60)
 
 
 @dataclass(frozen=True)
@@ -33,9 +40,15 @@ class SecretKeyAuthentication(authentication.BaseAuthentication):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise exceptions.AuthenticationFailed("use the header 'Authorization: Bearer sk_…'")
+        # Guessing keys from one address is refused long before it could ever succeed.
+        address = request_address(request)
+        wait_s = rates.peek_sync(api_rate(), "bad-key", address)
+        if wait_s is not None:
+            raise exceptions.Throttled(wait_s)
         try:
             key = services.api_key_authenticate(plaintext=token.strip(), kind=ApiKey.Kind.SECRET)
         except services.KeyRejected as rejected:
+            rates.hit_sync(api_rate(), "bad-key", address)
             raise exceptions.AuthenticationFailed(rejected.reason, code=rejected.code) from None
         return KeyPrincipal(key), key
 
@@ -44,10 +57,36 @@ class SecretKeyAuthentication(authentication.BaseAuthentication):
 
 
 class HasWorkspace(permissions.BasePermission):
+    """A secret key, and the scope the view asks for this method (``view.scopes``)."""
+
     message = "authenticate with 'Authorization: Bearer sk_…'"
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        return isinstance(request.auth, ApiKey)
+        if not isinstance(request.auth, ApiKey):
+            return False
+        wanted = getattr(view, "scopes", {}).get(request.method)
+        if wanted is not None and not scopes.grants(request.auth.scopes, wanted):
+            raise exceptions.PermissionDenied(
+                f"this key lacks the scope {wanted!r}; create a key with it in the dashboard",
+                code="missing_scope",
+            )
+        return True
+
+
+class ApiKeyRateThrottle(throttling.BaseThrottle):
+    """``API_REQUESTS_PER_MINUTE`` per secret key (per address before a key is known),
+    counted where every web process sees it."""
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        key = request.auth
+        who = ("key", str(key.pk)) if isinstance(key, ApiKey) else ("address", "")
+        if who[0] == "address":
+            who = ("address", request_address(request))
+        self._wait_s = rates.hit_sync(api_rate(), *who)
+        return self._wait_s is None
+
+    def wait(self) -> float | None:
+        return self._wait_s
 
 
 def request_workspace(request: Request) -> Workspace:

@@ -34,6 +34,7 @@ class UserManager(BaseUserManager["User"]):
 
     def create_superuser(self, email: str, password: str | None = None, **extra: Any) -> User:
         extra.update(is_staff=True, is_superuser=True)
+        extra.setdefault("email_verified_at", timezone.now())  # made by an operator
         return self._create(email, password, **extra)
 
 
@@ -42,6 +43,8 @@ class User(AbstractUser):
 
     username = None  # type: ignore[assignment]
     email = models.EmailField("email address", unique=True)
+    # Set when the person opened the link mailed at sign-up; until then no API keys.
+    email_verified_at = models.DateTimeField(null=True, blank=True)
 
     USERNAME_FIELD = "email"
     REQUIRED_FIELDS: list[str] = []
@@ -105,9 +108,21 @@ class ApiKey(models.Model):
     publishable_key = models.CharField(max_length=64, blank=True, editable=False)
     allowed_origins = models.JSONField(default=list, blank=True)
     allowed_agents = models.JSONField(default=list, blank=True)
-    allow_inline_config = models.BooleanField(default=True)
+    # Publishable keys: what a page may send in `configure` besides naming a saved agent.
+    allow_inline_config = models.BooleanField(default=False)
+    allow_inline_tool_code = models.BooleanField(default=False)
+    # Publishable keys: only session tokens (minted with an sk_ key) open sessions.
+    tokens_only = models.BooleanField(default=False)
+    # Secret keys: what the key may do on the REST API (secrets_app.scopes).
+    scopes = models.JSONField(default=list, blank=True)
     rolled_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rolled_to"
+    )
+    created_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="api_keys_created"
+    )
+    created_by_key = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="created_keys"
     )
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
@@ -131,6 +146,10 @@ class ApiKey(models.Model):
         if self.expires_at is not None and self.expires_at <= now:
             return "expired"
         return "active"
+
+    @property
+    def current_status(self) -> str:
+        return self.status()
 
 
 class Secret(models.Model):
@@ -198,3 +217,31 @@ class Invitation(models.Model):
         if self.expires_at <= now:
             return "expired"
         return "pending"
+
+
+class AuditEvent(models.Model):
+    """A security-relevant change: who (a person, a key or the system), what, when, from where.
+
+    ``details`` never holds a secret value, a key's plaintext or a handler's source.
+    """
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="audit_events")
+    actor_user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=255)  # kept when the user or key is gone
+    action = models.CharField(max_length=64)
+    target = models.CharField(max_length=255, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    address = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["workspace", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor_label}"

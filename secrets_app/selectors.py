@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
+from secrets_app.models import (
+    ApiKey,
+    AuditEvent,
+    Invitation,
+    Membership,
+    Secret,
+    User,
+    Workspace,
+)
+from secrets_app.validators import SECRET_NAME
 
 
 def api_key_list(*, workspace: Workspace) -> QuerySet[ApiKey]:
-    return ApiKey.objects.filter(workspace=workspace)
+    return ApiKey.objects.filter(workspace=workspace).select_related("created_by", "created_by_key")
+
+
+def api_key_list_active_by(*, workspace: Workspace, user: User) -> list[ApiKey]:
+    """The keys ``user`` created that still work."""
+    now = timezone.now()
+    keys = ApiKey.objects.filter(workspace=workspace, created_by=user)
+    return [key for key in keys if key.status(now) == "active"]
+
+
+def audit_event_list(*, workspace: Workspace) -> QuerySet[AuditEvent]:
+    return AuditEvent.objects.filter(workspace=workspace)
 
 
 def api_key_get(*, workspace: Workspace, key_id: int) -> ApiKey:
@@ -18,11 +41,23 @@ def api_key_get(*, workspace: Workspace, key_id: int) -> ApiKey:
     return get_object_or_404(ApiKey, workspace=workspace, pk=key_id)
 
 
+def api_key_stops_at(*, workspace_id: int, key_id: int) -> datetime | None:
+    """When a key stops (stopped) working: revoked, or its expiry; None if it does not."""
+    key = ApiKey.objects.filter(workspace_id=workspace_id, pk=key_id).first()
+    if key is None:
+        return timezone.now()
+    return key.revoked_at or key.expires_at
+
+
 def secret_list(*, workspace: Workspace) -> QuerySet[Secret]:
     return Secret.objects.filter(workspace=workspace).defer("ciphertext")
 
 
 def secret_get(*, workspace: Workspace, name: str) -> Secret:
+    # A name no secret can have (NUL, which PostgreSQL refuses in a query, included) is
+    # simply not found.
+    if not SECRET_NAME.match(name):
+        raise Http404("No such secret.")
     return get_object_or_404(Secret, workspace=workspace, name=name)
 
 

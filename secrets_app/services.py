@@ -11,8 +11,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from secrets_app import crypto
+from secrets_app import crypto, selectors
+from secrets_app import scopes as key_scopes
+from secrets_app.audit import SYSTEM, Actor, audit_record
 from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
+from secrets_app.signals import api_key_disabled
 from secrets_app.validators import (
     clean_agent_slugs,
     clean_hosts,
@@ -40,16 +43,22 @@ class KeyRejected(Exception):
 
 
 def user_get_or_create(*, email: str, password: str | None = None) -> tuple[User, bool]:
+    """A user made by an operator (commands, tests): the address counts as verified.
+    People who sign up themselves go through ``accounts.user_sign_up``."""
     user = User.objects.filter(email__iexact=email).first()
     if user is not None:
         return user, False
-    return User.objects.create_user(email=email, password=password), True
+    user = User.objects.create_user(email=email, password=password)
+    user.email_verified_at = timezone.now()
+    user.save(update_fields=["email_verified_at"])
+    return user, True
 
 
 @transaction.atomic
-def workspace_create(*, name: str, owner: User) -> Workspace:
+def workspace_create(*, name: str, owner: User, actor: Actor = SYSTEM) -> Workspace:
     workspace = Workspace.objects.create(name=name)
     Membership.objects.create(user=owner, workspace=workspace, role=Membership.Role.OWNER)
+    audit_record(workspace=workspace, actor=actor, action="workspace.created", target=name)
     return workspace
 
 
@@ -74,6 +83,22 @@ def _new_key_material(kind: str) -> tuple[str, dict[str, str]]:
     return plaintext, fields
 
 
+def _key_scopes(kind: str, wanted: list[str] | None, actor: Actor) -> list[str]:
+    """A secret key's scopes; a key that makes a key can only hand on scopes it has."""
+    if kind != ApiKey.Kind.SECRET:
+        return []
+    chosen = key_scopes.clean_scopes(key_scopes.DEFAULT if wanted is None else wanted)
+    if actor.key is not None:
+        if not key_scopes.grants(actor.key.scopes, "keys"):
+            raise KeyRejected("this key has no 'keys' scope", code="missing_scope")
+        beyond = [scope for scope in chosen if not key_scopes.grants(actor.key.scopes, scope)]
+        if beyond:
+            raise ValidationError(
+                {"scopes": f"a key can only grant scopes it has itself; not {', '.join(beyond)}"}
+            )
+    return chosen
+
+
 def api_key_create(
     *,
     workspace: Workspace,
@@ -81,11 +106,59 @@ def api_key_create(
     label: str = "",
     allowed_origins: list[str] | None = None,
     allowed_agents: list[str] | None = None,
-    allow_inline_config: bool = True,
+    allow_inline_config: bool = False,
+    allow_inline_tool_code: bool = False,
+    tokens_only: bool = False,
+    scopes: list[str] | None = None,
     expires_at: datetime | None = None,
-    rolled_from: ApiKey | None = None,
+    actor: Actor = SYSTEM,
 ) -> tuple[ApiKey, str]:
     """Create a key; returns it with its plaintext, which is never available again."""
+    key, plaintext = _api_key_make(
+        workspace=workspace,
+        kind=kind,
+        label=label,
+        allowed_origins=allowed_origins,
+        allowed_agents=allowed_agents,
+        allow_inline_config=allow_inline_config,
+        allow_inline_tool_code=allow_inline_tool_code,
+        tokens_only=tokens_only,
+        scopes=_key_scopes(kind, scopes, actor),
+        expires_at=expires_at,
+        actor=actor,
+    )
+    audit_record(
+        workspace=workspace, actor=actor, action="key.created", target=key.display,
+        details=_key_settings(key),
+    )  # fmt: skip
+    return key, plaintext
+
+
+def _key_settings(key: ApiKey) -> dict[str, object]:
+    if key.kind == ApiKey.Kind.SECRET:
+        return {"kind": key.kind, "label": key.label, "scopes": key.scopes}
+    return {
+        "kind": key.kind, "label": key.label, "allowed_origins": key.allowed_origins,
+        "allowed_agents": key.allowed_agents, "allow_inline_config": key.allow_inline_config,
+        "allow_inline_tool_code": key.allow_inline_tool_code, "tokens_only": key.tokens_only,
+    }  # fmt: skip
+
+
+def _api_key_make(
+    *,
+    workspace: Workspace,
+    kind: str,
+    label: str,
+    allowed_origins: list[str] | None,
+    allowed_agents: list[str] | None,
+    allow_inline_config: bool,
+    allow_inline_tool_code: bool,
+    tokens_only: bool,
+    scopes: list[str],
+    expires_at: datetime | None,
+    actor: Actor,
+    rolled_from: ApiKey | None = None,
+) -> tuple[ApiKey, str]:
     if kind not in KEY_PREFIXES:
         raise ValueError(f"unknown key kind {kind!r}")
     publishable = kind == ApiKey.Kind.PUBLISHABLE
@@ -96,9 +169,14 @@ def api_key_create(
         label=label,
         allowed_origins=clean_origins(allowed_origins or []) if publishable else [],
         allowed_agents=clean_agent_slugs(allowed_agents or []) if publishable else [],
-        allow_inline_config=allow_inline_config if publishable else False,
+        allow_inline_config=allow_inline_config and publishable,
+        allow_inline_tool_code=allow_inline_tool_code and publishable,
+        tokens_only=tokens_only and publishable,
+        scopes=scopes,
         expires_at=expires_at,
         rolled_from=rolled_from,
+        created_by=actor.user,
+        created_by_key=actor.key,
         **material,
     )
     logger.info("api key created: id=%s kind=%s workspace=%s", key.pk, kind, workspace.pk)
@@ -112,7 +190,12 @@ def api_key_update(
     allowed_origins: list[str] | None = None,
     allowed_agents: list[str] | None = None,
     allow_inline_config: bool | None = None,
+    allow_inline_tool_code: bool | None = None,
+    tokens_only: bool | None = None,
+    scopes: list[str] | None = None,
+    actor: Actor = SYSTEM,
 ) -> ApiKey:
+    before = _key_settings(key)
     if label is not None:
         key.label = label
     if key.kind == ApiKey.Kind.PUBLISHABLE:
@@ -120,9 +203,23 @@ def api_key_update(
             key.allowed_origins = clean_origins(allowed_origins)
         if allowed_agents is not None:
             key.allowed_agents = clean_agent_slugs(allowed_agents)
-        if allow_inline_config is not None:
-            key.allow_inline_config = allow_inline_config
+        for name, value in (
+            ("allow_inline_config", allow_inline_config),
+            ("allow_inline_tool_code", allow_inline_tool_code),
+            ("tokens_only", tokens_only),
+        ):
+            if value is not None:
+                setattr(key, name, value)
+    elif scopes is not None:
+        key.scopes = _key_scopes(key.kind, scopes, actor)
     key.save()
+    after = _key_settings(key)
+    changed = {name: after[name] for name in after if after[name] != before[name]}
+    if changed:
+        audit_record(
+            workspace=key.workspace, actor=actor, action="key.updated", target=key.display,
+            details=changed,
+        )  # fmt: skip
     return key
 
 
@@ -147,37 +244,80 @@ def api_key_for_playground(*, workspace: Workspace, origin: str) -> ApiKey:
         kind=ApiKey.Kind.PUBLISHABLE,
         label=PLAYGROUND_KEY_LABEL,
         allowed_origins=[origin],
-        allow_inline_config=False,
     )
     return key
 
 
 @transaction.atomic
-def api_key_roll(*, key: ApiKey, expires_at: datetime | None = None) -> tuple[ApiKey, str]:
+def api_key_roll(
+    *, key: ApiKey, expires_at: datetime | None = None, actor: Actor = SYSTEM
+) -> tuple[ApiKey, str]:
     """Replace a key: same settings, new plaintext; the old key works until ``expires_at``."""
     old = ApiKey.objects.select_for_update().get(pk=key.pk, workspace_id=key.workspace_id)
     if old.status() != "active":
         raise KeyRejected("only an active key can be rolled", code="key_inactive")
+    if actor.key is not None and not key_scopes.grants(actor.key.scopes, "keys"):
+        raise KeyRejected("this key has no 'keys' scope", code="missing_scope")
     now = timezone.now()
     old.expires_at = max(expires_at, now) if expires_at is not None else now
     old.save(update_fields=["expires_at"])
-    return api_key_create(
+    new, plaintext = _api_key_make(
         workspace=old.workspace,
         kind=old.kind,
         label=old.label,
         allowed_origins=old.allowed_origins,
         allowed_agents=old.allowed_agents,
         allow_inline_config=old.allow_inline_config,
+        allow_inline_tool_code=old.allow_inline_tool_code,
+        tokens_only=old.tokens_only,
+        scopes=list(old.scopes),
+        expires_at=None,
+        actor=actor,
         rolled_from=old,
     )
+    audit_record(
+        workspace=old.workspace, actor=actor, action="key.rolled", target=old.display,
+        details={"new_key": new.display, "old_key_works_until": old.expires_at.isoformat()},
+    )  # fmt: skip
+    transaction.on_commit(lambda: api_key_disabled.send(ApiKey, key=old, at=old.expires_at))
+    return new, plaintext
 
 
-def api_key_revoke(*, key: ApiKey) -> ApiKey:
-    if key.revoked_at is None:
-        key.revoked_at = timezone.now()
-        key.save(update_fields=["revoked_at"])
-        logger.info("api key revoked: id=%s workspace=%s", key.pk, key.workspace_id)
+@transaction.atomic
+def api_key_revoke(*, key: ApiKey, actor: Actor = SYSTEM) -> ApiKey:
+    """Revoke a key and every key it made (recursively); their live sessions end."""
+    revoked = _revoke_tree(key, timezone.now())
+    for each in revoked:
+        logger.info("api key revoked: id=%s workspace=%s", each.pk, each.workspace_id)
+        audit_record(
+            workspace=each.workspace, actor=actor, action="key.revoked", target=each.display,
+            details={} if each is key else {"because": f"made by {key.display}"},
+        )  # fmt: skip
+    for each in revoked:
+        transaction.on_commit(lambda each=each: api_key_disabled.send(ApiKey, key=each, at=None))
+    key.refresh_from_db(fields=["revoked_at"])
     return key
+
+
+def _revoke_tree(key: ApiKey, now: datetime) -> list[ApiKey]:
+    revoked: list[ApiKey] = []
+    pending = [key]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current.pk in seen:
+            continue
+        seen.add(current.pk)
+        if current.revoked_at is None:
+            ApiKey.objects.filter(pk=current.pk, workspace_id=key.workspace_id).update(
+                revoked_at=now
+            )
+            current.revoked_at = now
+            revoked.append(current)
+        pending += list(
+            ApiKey.objects.filter(workspace_id=key.workspace_id, created_by_key=current)
+        )
+    return revoked
 
 
 def api_key_authenticate(*, plaintext: str, kind: str) -> ApiKey:
@@ -232,6 +372,7 @@ def secret_set(
     value: str,
     allowed_hosts: list[str] | None = None,
     readable_by_code: bool | None = None,
+    actor: Actor = SYSTEM,
 ) -> tuple[Secret, bool]:
     """Create or replace a secret. Returns (secret, created).
 
@@ -254,11 +395,21 @@ def secret_set(
         workspace=workspace, name=name, defaults=defaults
     )
     logger.info("secret %s: workspace=%s", "created" if created else "replaced", workspace.pk)
+    audit_record(
+        workspace=workspace, actor=actor, target=name,
+        details={"allowed_hosts": secret.allowed_hosts,
+                 "readable_by_code": secret.readable_by_code},
+        action="secret.created" if created else "secret.replaced",
+    )  # fmt: skip
     return secret, created
 
 
 def secret_update_hosts(
-    *, secret: Secret, allowed_hosts: list[str], readable_by_code: bool | None = None
+    *,
+    secret: Secret,
+    allowed_hosts: list[str],
+    readable_by_code: bool | None = None,
+    actor: Actor = SYSTEM,
 ) -> Secret:
     """Where the value may be sent, and whether saved handlers may read it."""
     secret.allowed_hosts = clean_hosts(allowed_hosts)
@@ -266,11 +417,18 @@ def secret_update_hosts(
         secret.readable_by_code = readable_by_code
     secret.updated_at = timezone.now()
     secret.save(update_fields=["allowed_hosts", "readable_by_code", "updated_at"])
+    audit_record(
+        workspace=secret.workspace, actor=actor, action="secret.access_changed",
+        target=secret.name,
+        details={"allowed_hosts": secret.allowed_hosts, "readable_by_code": secret.readable_by_code},
+    )  # fmt: skip
     return secret
 
 
-def secret_delete(*, secret: Secret) -> None:
+def secret_delete(*, secret: Secret, actor: Actor = SYSTEM) -> None:
+    workspace, name = secret.workspace, secret.name
     secret.delete()
+    audit_record(workspace=workspace, actor=actor, action="secret.deleted", target=name)
 
 
 def secret_resolve(*, secret: Secret) -> str:
@@ -323,7 +481,7 @@ _LAST_OWNER = "A workspace needs an owner: make another member an owner first."
 
 @transaction.atomic
 def invitation_create(
-    *, workspace: Workspace, email: str, role: str, invited_by: User | None
+    *, workspace: Workspace, email: str, role: str, invited_by: User | None, actor: Actor = SYSTEM
 ) -> tuple[Invitation, str]:
     """A new invitation and its token (the link's secret part, never available again).
 
@@ -352,6 +510,10 @@ def invitation_create(
         expires_at=now + INVITATION_TTL,
     )
     logger.info("invitation created: id=%s workspace=%s", invitation.pk, workspace.pk)
+    audit_record(
+        workspace=workspace, actor=actor, action="member.invited", target=email,
+        details={"role": role},
+    )  # fmt: skip
     return invitation, token
 
 
@@ -379,7 +541,7 @@ def invitation_check(*, invitation: Invitation | None, user: User | None) -> Non
 
 
 @transaction.atomic
-def invitation_accept(*, token: str, user: User) -> Membership:
+def invitation_accept(*, token: str, user: User, actor: Actor = SYSTEM) -> Membership:
     """Join the invitation's workspace; ValidationError says why not, in words for people."""
     invitation = (
         Invitation.objects.select_for_update()
@@ -396,16 +558,24 @@ def invitation_accept(*, token: str, user: User) -> Membership:
     invitation.accepted_at = timezone.now()
     invitation.save(update_fields=["accepted_at"])
     logger.info("invitation accepted: id=%s workspace=%s", invitation.pk, invitation.workspace_id)
+    audit_record(
+        workspace=invitation.workspace, actor=actor, action="member.joined", target=user.email,
+        details={"role": membership.role},
+    )  # fmt: skip
     return membership
 
 
-def invitation_revoke(*, invitation: Invitation) -> Invitation:
+def invitation_revoke(*, invitation: Invitation, actor: Actor = SYSTEM) -> Invitation:
     if invitation.accepted_at is None and invitation.revoked_at is None:
         invitation.revoked_at = timezone.now()
         invitation.save(update_fields=["revoked_at"])
         logger.info(
             "invitation revoked: id=%s workspace=%s", invitation.pk, invitation.workspace_id
         )
+        audit_record(
+            workspace=invitation.workspace, actor=actor, action="member.invitation_revoked",
+            target=invitation.email,
+        )  # fmt: skip
     return invitation
 
 
@@ -423,7 +593,7 @@ def _refuse_losing_last_owner(membership: Membership) -> None:
 
 
 @transaction.atomic
-def membership_set_role(*, membership: Membership, role: str) -> Membership:
+def membership_set_role(*, membership: Membership, role: str, actor: Actor = SYSTEM) -> Membership:
     if role not in Membership.Role.values:
         raise ValidationError(f"{role!r} is not a role")
     current = Membership.objects.select_for_update().get(
@@ -431,18 +601,37 @@ def membership_set_role(*, membership: Membership, role: str) -> Membership:
     )
     if role != Membership.Role.OWNER:
         _refuse_losing_last_owner(current)
+    previous = current.role
     current.role = role
     current.save(update_fields=["role"])
     membership.role = role
     logger.info("membership role set: id=%s workspace=%s", membership.pk, membership.workspace_id)
+    if previous != role:
+        audit_record(
+            workspace=current.workspace, actor=actor, action="member.role_changed",
+            target=current.user.email, details={"from": previous, "to": role},
+        )  # fmt: skip
     return membership
 
 
 @transaction.atomic
-def membership_remove(*, membership: Membership) -> None:
+def membership_remove(
+    *, membership: Membership, revoke_keys: bool = False, actor: Actor = SYSTEM
+) -> list[ApiKey]:
+    """Remove a member; ``revoke_keys``: also revoke the active keys they made (returned)."""
     current = Membership.objects.select_for_update().get(
         pk=membership.pk, workspace_id=membership.workspace_id
     )
     _refuse_losing_last_owner(current)
     current.delete()
     logger.info("membership removed: id=%s workspace=%s", membership.pk, membership.workspace_id)
+    audit_record(
+        workspace=current.workspace, actor=actor, action="member.removed",
+        target=current.user.email, details={"role": current.role},
+    )  # fmt: skip
+    if not revoke_keys:
+        return []
+    keys = selectors.api_key_list_active_by(workspace=current.workspace, user=current.user)
+    for key in keys:
+        api_key_revoke(key=key, actor=actor)
+    return keys

@@ -1,4 +1,4 @@
-"""REST API for saved agents."""
+"""REST API for saved agents, session records, live sessions and session tokens."""
 
 from __future__ import annotations
 
@@ -6,17 +6,19 @@ import re
 import uuid
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from platform_site.pagination import SessionPages
 from platform_site.serializers import StrictSerializer, django_errors_as_drf
+from secrets_app.audit import actor_for_request
 from secrets_app.authentication import request_workspace
 from secrets_app.validators import AGENT_SLUG
-from sessions_app import protocol, selectors, services
+from sessions_app import control, protocol, selectors, services
 from sessions_app.models import Agent, Session
 from sessions_app.providers import registry
 
@@ -26,8 +28,8 @@ class AgentOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
         model = Agent
         fields = [
             "id", "name", "slug", "instructions", "greeting", "voice", "mode", "llm_model",
-            "stt_provider", "tts_provider", "vocabulary", "empty_reply", "tools", "created_at",
-            "updated_at",
+            "stt_provider", "tts_provider", "vocabulary", "empty_reply", "idle_timeout_s",
+            "max_session_s", "tools", "created_at", "updated_at",
         ]  # fmt: skip
 
 
@@ -45,6 +47,15 @@ class AgentInput(StrictSerializer):
     voice = serializers.CharField(max_length=64, required=False, allow_blank=True)
     mode = serializers.ChoiceField(choices=Agent.Mode.choices, required=False)
     llm_model = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    idle_timeout_s = serializers.IntegerField(
+        required=False, allow_null=True, min_value=5, max_value=24 * 3600,
+        help_text="Seconds without speech, text or a tool result before the session ends "
+        "(null: SESSION_IDLE_TIMEOUT_S).",
+    )  # fmt: skip
+    max_session_s = serializers.IntegerField(
+        required=False, allow_null=True, min_value=10, max_value=24 * 3600,
+        help_text="Longest session in seconds (null: SESSION_MAX_DURATION_S).",
+    )  # fmt: skip
     stt_provider = serializers.ChoiceField(
         choices=registry.names("stt"), required=False, allow_blank=True
     )
@@ -68,9 +79,12 @@ class AgentInput(StrictSerializer):
 
 # Secret keys are made by owners and admins only: handlers saved with one are theirs.
 SECRET_KEYS_READ_SECRETS = True
+AGENTS_SCOPE = dict.fromkeys(("GET", "POST", "PUT", "PATCH", "DELETE"), "agents")
 
 
 class AgentListCreateApi(APIView):
+    scopes = AGENTS_SCOPE
+
     @extend_schema(responses=AgentOutput(many=True))
     def get(self, request: Request) -> Response:
         agents = selectors.agent_list(workspace=request_workspace(request))
@@ -82,6 +96,7 @@ class AgentListCreateApi(APIView):
         data.is_valid(raise_exception=True)
         with django_errors_as_drf("tools"):
             agent = services.agent_create(
+                actor=actor_for_request(request),
                 workspace=request_workspace(request),
                 reads_secrets=SECRET_KEYS_READ_SECRETS,
                 **data.validated_data,
@@ -90,6 +105,8 @@ class AgentListCreateApi(APIView):
 
 
 class AgentDetailApi(APIView):
+    scopes = AGENTS_SCOPE
+
     def _agent(self, request: Request, slug: str) -> Agent:
         return selectors.agent_get(workspace=request_workspace(request), slug=slug)
 
@@ -104,7 +121,10 @@ class AgentDetailApi(APIView):
         fields: dict[str, Any] = dict(data.validated_data)
         with django_errors_as_drf("tools"):
             agent = services.agent_update(
-                agent=agent, reads_secrets=SECRET_KEYS_READ_SECRETS, **fields
+                actor=actor_for_request(request),
+                agent=agent,
+                reads_secrets=SECRET_KEYS_READ_SECRETS,
+                **fields,
             )
         return Response(AgentOutput(agent).data)
 
@@ -118,7 +138,7 @@ class AgentDetailApi(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, slug: str) -> Response:
-        services.agent_delete(agent=self._agent(request, slug))
+        services.agent_delete(actor=actor_for_request(request), agent=self._agent(request, slug))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -159,13 +179,17 @@ class ToolCallOutput(serializers.Serializer):  # type: ignore[type-arg]
 
 class SessionOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
     id = serializers.UUIDField(source="public_id")
-    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    live = serializers.SerializerMethodField()
+
+    def get_live(self, session: Session) -> bool:
+        return session.ended_at is None
 
     class Meta:
         model = Session
         fields = [
-            "id", "agent", "origin", "mode", "started_at", "ended_at", "close_code",
-            "turn_count", "tool_call_count",
+            "id", "agent", "origin", "end_user", "mode", "started_at", "ended_at", "close_code",
+            "turn_count", "tool_call_count", "live",
         ]  # fmt: skip
 
 
@@ -183,24 +207,110 @@ class SessionDetailOutput(SessionOutput):
         return [_snake_keys(t.metrics) for t in session.turns.all()]
 
 
-class SessionPagination(CursorPagination):
-    ordering = "-started_at"
-    page_size = 50
+class SessionPageOutput(serializers.Serializer):  # type: ignore[type-arg]
+    next = serializers.URLField(allow_null=True, help_text="The next (older) page, if any.")
+    previous = serializers.URLField(allow_null=True)
+    results = SessionOutput(many=True)
 
 
 class SessionListApi(APIView):
-    @extend_schema(responses=SessionOutput(many=True))
+    scopes = {"GET": "sessions:read"}
+    paginator_class = SessionPages
+
+    @extend_schema(
+        operation_id="sessions_list",
+        parameters=[
+            OpenApiParameter("live", bool, description="true: only live sessions"),
+            OpenApiParameter("cursor", str, description="from `next` or `previous`"),
+        ],
+        responses=SessionPageOutput,
+    )
     def get(self, request: Request) -> Response:
-        paginator = SessionPagination()
-        sessions = selectors.session_list(workspace=request_workspace(request))
+        workspace = request_workspace(request)
+        live = request.query_params.get("live", "").lower() in {"true", "1"}
+        control.sessions_sweep(workspace=workspace)  # no record stays live forever
+        sessions = selectors.session_list(workspace=workspace, status="live" if live else None)
+        paginator = self.paginator_class()
         page = paginator.paginate_queryset(sessions, request, view=self)
         return paginator.get_paginated_response(SessionOutput(page, many=True).data)
 
 
 class SessionDetailApi(APIView):
+    scopes = {"GET": "sessions:read"}
+
     @extend_schema(responses=SessionDetailOutput)
     def get(self, request: Request, session_id: uuid.UUID) -> Response:
         session = selectors.session_get(
             workspace=request_workspace(request), public_id=str(session_id)
         )
         return Response(SessionDetailOutput(session).data)
+
+
+class SessionEndApi(APIView):
+    scopes = {"POST": "sessions:write"}
+
+    @extend_schema(
+        request=None,
+        responses=SessionOutput,
+        description="End a live session: its page gets `error` `session_ended` and close "
+        "4009. Ending an ended session changes nothing.",
+    )
+    def post(self, request: Request, session_id: uuid.UUID) -> Response:
+        session = selectors.session_get(
+            workspace=request_workspace(request), public_id=str(session_id)
+        )
+        session = control.session_end(session=session, actor=actor_for_request(request))
+        return Response(SessionOutput(session).data)
+
+
+# ---------------------------------------------------------------- session tokens
+
+
+class SessionTokenInput(StrictSerializer):
+    agent = serializers.RegexField(AGENT_SLUG, max_length=64, help_text="The agent's slug.")
+    variables = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        required=False,
+        help_text="Fixed for the session: the page cannot change them.",
+    )
+    end_user = serializers.CharField(
+        max_length=200, required=False, allow_blank=True,
+        help_text="Your label for the person (kept on the session record).",
+    )  # fmt: skip
+    ttl_s = serializers.IntegerField(
+        required=False, min_value=5, max_value=3600,
+        help_text="Seconds the token can be used to connect (default SESSION_TOKEN_TTL_S, 60).",
+    )  # fmt: skip
+
+
+class SessionTokenOutput(serializers.Serializer):  # type: ignore[type-arg]
+    token = serializers.CharField(help_text="Single use: connect with ?token=…")
+    expires_at = serializers.DateTimeField()
+    agent = serializers.CharField()
+
+
+class SessionTokenApi(APIView):
+    scopes = {"POST": "session_tokens"}
+
+    @extend_schema(request=SessionTokenInput, responses={201: SessionTokenOutput})
+    def post(self, request: Request) -> Response:
+        data = SessionTokenInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        workspace = request_workspace(request)
+        agent = selectors.agent_find(workspace=workspace, slug=values["agent"])
+        if agent is None:
+            raise serializers.ValidationError({"agent": ["no agent with this slug"]})
+        with django_errors_as_drf():
+            token, plaintext = services.session_token_create(
+                workspace=workspace,
+                agent=agent,
+                created_by_key=request.auth,  # type: ignore[arg-type]
+                variables=values.get("variables") or {},
+                end_user=values.get("end_user", ""),
+                ttl_s=values.get("ttl_s") or settings.SESSION_TOKEN_TTL_S,
+            )
+        body = {"token": plaintext, "expires_at": token.expires_at, "agent": agent.slug}
+        response = Response(SessionTokenOutput(body).data, status=status.HTTP_201_CREATED)
+        response["Cache-Control"] = "no-store"
+        return response

@@ -1,9 +1,10 @@
 """One realtime connection, from the handshake to the close, without Channels.
 
 The consumer hands frames in and provides ``send_text``/``send_bytes``/``close``;
-everything else (authorisation, the configure deadline, building or resuming the
-session, session limits) happens here, so it reads top to bottom and tests without a
-socket where that helps.
+everything else (authorisation, connection rates, the configure deadline, building or
+resuming the session, session limits) happens here, so it reads top to bottom and tests
+without a socket where that helps. A socket that has not configured a session holds no
+place in any session limit.
 
 The session itself lives in a ``SessionHost`` (``sessions_app.resume``), which outlives
 this connection: after an unclean close it waits for ``resume``, on this process or
@@ -17,14 +18,17 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from platform_site.rates import StorageError
+from secrets_app import selectors as key_selectors
 from sessions_app import access as access_rules
-from sessions_app import live, metrics, protocol, resume
+from sessions_app import limits, live, metrics, protocol, resume
 from sessions_app.orchestrator import VoiceSession
 from sessions_app.records import SessionRecorder
 from sessions_app.session_setup import (
@@ -51,9 +55,8 @@ CLEAN_CLOSES = frozenset({1000, 1001})
 CLOSE_TRY_AGAIN = 4503
 CLOSE_RESUME_REFUSED = 4001  # a resume with the wrong token, like a wrong key
 CLOSE_DISPLACED = 1001  # another connection resumed this session
-# A connection over the workspace's session limit may still resume a session that
-# counts already; the browser library sends `resume` first thing after the open.
-RESUME_GRACE_S = 1.0
+# Redis (or the rate limits' storage on it) is unreachable.
+UNAVAILABLE = (RedisError, StorageError)
 
 
 class Connection:
@@ -66,7 +69,8 @@ class Connection:
         self._access: access_rules.Access | None = None
         self._host: resume.SessionHost | None = None
         self._session_id, self._resume_token = new_session_ids()
-        self._lease_id: str | None = None  # this connection's own lease, not yet a session's
+        # Leases this connection took for a session it is still setting up.
+        self._leases: tuple[str, ...] = ()
         self._recorder = SessionRecorder()
         self._pre_seq = 0  # events sent before the session exists
         self._tasks: list[asyncio.Task[None]] = []
@@ -78,7 +82,7 @@ class Connection:
 
     # ---------------------------------------------------------------- from the consumer
 
-    async def open(self, *, query: dict[str, str], origin: str | None) -> None:
+    async def open(self, *, query: dict[str, str], origin: str | None, address: str = "") -> None:
         try:
             self._codec = protocol.codec_for(
                 query.get("protocol", "v1"), session_id=self._session_id
@@ -90,21 +94,26 @@ class Connection:
             return
         try:
             self._access = await database_sync_to_async(access_rules.authorize_connection)(
-                key=query.get("key", ""), origin=origin, agent_slug=query.get("agent") or None
+                key=query.get("key", ""),
+                token=query.get("token", ""),
+                origin=origin,
+                agent_slug=query.get("agent") or None,
+                address=address,
+            )
+            refusal = await limits.connection_refusal(
+                key_id=self._access.key.pk, address=self._access.address
             )
         except access_rules.ConnectionRefused as refused:
             self._access = None
             await self._refuse(refused.close_code, refused.code, refused.message)
             return
-        try:
-            await self._acquire_lease()
-        except RedisError:
+        except UNAVAILABLE:
             await self._unavailable()
             return
-        self._tasks = [
-            asyncio.create_task(self._first_message_deadline()),
-            asyncio.create_task(self._renew_lease()),
-        ]
+        if refusal is not None:
+            await self._refuse(access_rules.CLOSE_TOO_MANY, "too_many_connections", refusal)
+            return
+        self._tasks = [asyncio.create_task(self._first_message_deadline())]
 
     async def receive_text(self, text: str) -> None:
         if self._closing or self._access is None:
@@ -127,7 +136,8 @@ class Connection:
                 await self._send_early("pong", protocol.pong_data(message))
             else:
                 await self._error("not_configured", "send configure first")
-        except RedisError:
+        except UNAVAILABLE:
+            await self._release_own_leases()
             await self._unavailable()
 
     async def receive_bytes(self, data: bytes) -> None:
@@ -153,7 +163,7 @@ class Connection:
             task.cancel()
         if self._host is not None:
             await resume.shielded(self._host.disconnected(self, code, clean=code in CLEAN_CLOSES))
-        await self._release_own_lease()
+        await self._release_own_leases()
 
     # ---------------------------------------------------------------- as the session's sink
 
@@ -170,12 +180,17 @@ class Connection:
             self._closing = True
             await self._close(CLOSE_DISPLACED, "the session was resumed on another connection")
 
+    async def terminate(self, close_code: int, reason: str) -> None:
+        """The session ended for a reason it already told the client: close the socket."""
+        if not self._closing:
+            self._closing = True
+            await self._close(close_code, reason[:120])
+
     # ---------------------------------------------------------------- a new session
 
     async def _configure(self, message: protocol.ConfigureMessage) -> None:
         assert self._access is not None
-        if self._lease_id is None and not await self._acquire_lease():
-            await self._refuse_too_many()
+        if not await self._acquire_leases():
             return
         channel = await resume.new_channel()
         try:
@@ -187,9 +202,11 @@ class Connection:
                 reply_channel=channel or self._channel_name,
             )
         except access_rules.ConnectionRefused as refused:
+            await self._release_own_leases()
             await self._refuse(refused.close_code, refused.code, refused.message)
             return
         except ConfigureRefused as refused:
+            await self._release_own_leases()  # a corrected configure asks again
             if refused.close_code is None:
                 await self._error(refused.code, refused.message)
             else:
@@ -202,13 +219,21 @@ class Connection:
             mode=plan.config.mode,
             agent=plan.agent,
         )
-        host = self._new_host(channel, self._session_id)
+        pools, self._leases = self._leases, ()  # the host keeps them: same session id
+        host = self._new_host(channel, self._session_id, pools=pools, key_id=self._access.key.pk)
         session = self._new_session(plan, host, first_seq=self._pre_seq)
         meta = session_meta(
-            plan, access=self._access, token_digest=resume.token_digest(self._resume_token)
+            plan,
+            access=self._access,
+            token_digest=resume.token_digest(self._resume_token),
+            lease_pools=pools,
         )
-        await host.begin(session, tool_runner=plan.tool_runner, meta=meta)
-        self._lease_id = None  # the host keeps it: the session has this connection's id
+        await host.begin(
+            session,
+            tool_runner=plan.tool_runner,
+            meta=meta,
+            key_expires_at=_epoch(self._access.key.expires_at),
+        )
         self._host = host
         await host.attach(self, last_seq=self._pre_seq, resume_token=self._resume_token)
         metrics.session_opened()
@@ -219,13 +244,17 @@ class Connection:
         )  # fmt: skip
         await session.start()
 
-    def _new_host(self, channel: str, session_id: str) -> resume.SessionHost:
+    def _new_host(
+        self, channel: str, session_id: str, *, pools: tuple[str, ...], key_id: int
+    ) -> resume.SessionHost:
         assert self._access is not None
         return resume.SessionHost(
             session_id=session_id,
             workspace_id=self._access.workspace.pk,
             channel=channel,
             recorder=self._recorder,
+            lease_pools=pools,
+            key_id=key_id,
         )
 
     def _new_session(
@@ -241,6 +270,7 @@ class Connection:
             send_audio=host.send_audio,
             on_tool_settled=self._recorder.tool_settled,
             first_seq=first_seq,
+            guard=limits.SessionLimits(session_id=plan.config.session_id, key_id=host.key_id),
         )
 
     # ---------------------------------------------------------------- resuming a session
@@ -293,7 +323,6 @@ class Connection:
         if not attached:
             self._host = None
             return False
-        await self._release_own_lease()  # the resumed session counts already
         self._session_id = message.session_id
         return True
 
@@ -336,7 +365,10 @@ class Connection:
         await self._recorder.resume(
             session_id=message.session_id, workspace_id=self._access.workspace.pk
         )
-        host = self._new_host(channel, message.session_id)
+        default_pools = (live.workspace_pool(stored.meta["workspaceId"]),)
+        pools = tuple(stored.meta.get("leasePools") or default_pools)
+        key_id = int(stored.meta.get("keyId") or self._access.key.pk)
+        host = self._new_host(channel, message.session_id, pools=pools, key_id=key_id)
         # Never reuse a seq the client may have seen: the old process may have sent
         # events that its last write did not bring to the store.
         last_seq = max(
@@ -346,7 +378,12 @@ class Connection:
         )
         session = self._new_session(plan, host, first_seq=last_seq)
         session.restore(stored.state)
-        await host.begin(session, tool_runner=plan.tool_runner, events=events)
+        stops_at = await database_sync_to_async(key_selectors.api_key_stops_at)(
+            workspace_id=self._access.workspace.pk, key_id=key_id
+        )
+        await host.begin(
+            session, tool_runner=plan.tool_runner, events=events, key_expires_at=_epoch(stops_at)
+        )
         metrics.SESSIONS_LIVE.inc()  # it moved here; the old process counted it until now
         return host
 
@@ -381,11 +418,6 @@ class Connection:
         await self._close(close_code, message[:120])
 
     async def _first_message_deadline(self) -> None:
-        if self._lease_id is None:
-            await asyncio.sleep(RESUME_GRACE_S)
-            if self._host is None:
-                await self._refuse_too_many()
-            return
         await asyncio.sleep(settings.CONFIGURE_TIMEOUT_S)
         if self._host is None:
             await self._refuse(
@@ -408,37 +440,41 @@ class Connection:
             "the platform cannot start sessions right now; try again in a moment",
         )
 
-    async def _acquire_lease(self) -> bool:
+    async def _acquire_leases(self) -> bool:
+        """A place for the new session from this client address, then in the workspace.
+        False: refused (said to the client, the socket closing)."""
         assert self._access is not None
-        granted = await live.acquire(
-            workspace_id=self._access.workspace.pk,
-            session_id=self._session_id,
-            limit=self._limit(),
-        )
-        if granted:
-            self._lease_id = self._session_id
-        return granted
+        access = self._access
+        by_address = live.address_pool(access.key.pk, access.address)
+        if not await live.acquire(
+            pool=by_address, session_id=self._session_id, limit=settings.SESSIONS_PER_ADDRESS
+        ):
+            await self._refuse(
+                access_rules.CLOSE_TOO_MANY,
+                "too_many_sessions_from_address",
+                f"this address already has {settings.SESSIONS_PER_ADDRESS} sessions open "
+                "with this key",
+            )
+            return False
+        self._leases = (by_address,)
+        workspace = live.workspace_pool(access.workspace.pk)
+        if not await live.acquire(pool=workspace, session_id=self._session_id, limit=self._limit()):
+            await self._release_own_leases()
+            await self._refuse(
+                access_rules.CLOSE_TOO_MANY,
+                "too_many_sessions",
+                f"this workspace already has {self._limit()} sessions open",
+            )
+            return False
+        self._leases = (workspace, by_address)
+        return True
 
-    async def _refuse_too_many(self) -> None:
-        await self._refuse(
-            access_rules.CLOSE_TOO_MANY,
-            "too_many_sessions",
-            f"this workspace already has {self._limit()} sessions open",
-        )
-
-    async def _release_own_lease(self) -> None:
-        lease_id, self._lease_id = self._lease_id, None
-        if lease_id is not None and self._access is not None:
+    async def _release_own_leases(self) -> None:
+        leases, self._leases = self._leases, ()
+        for pool in leases:
             with contextlib.suppress(Exception):
-                await live.release(workspace_id=self._access.workspace.pk, session_id=lease_id)
+                await live.release(pool=pool, session_id=self._session_id)
 
-    async def _renew_lease(self) -> None:
-        """Until a session takes it over, this connection's own lease must not lapse."""
-        assert self._access is not None
-        while True:
-            await asyncio.sleep(live.LEASE_S / 3)
-            if self._lease_id is not None:
-                with contextlib.suppress(Exception):
-                    await live.renew(
-                        workspace_id=self._access.workspace.pk, session_id=self._lease_id
-                    )
+
+def _epoch(moment: datetime | None) -> float | None:
+    return moment.timestamp() if moment is not None else None

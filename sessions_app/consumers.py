@@ -7,6 +7,7 @@ from urllib.parse import parse_qsl
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from platform_site.client_address import client_address
 from sessions_app.connection import Connection
 
 
@@ -28,7 +29,11 @@ class VoiceConsumer(AsyncWebsocketConsumer):
             channel_name=self.channel_name,
         )
         query = dict(parse_qsl(self.scope.get("query_string", b"").decode("latin-1")))
-        await self.connection.open(query=query, origin=_header(self.scope, b"origin"))
+        peer = (self.scope.get("client") or [None])[0]
+        address = client_address(peer, _header(self.scope, b"x-forwarded-for"))
+        await self.connection.open(
+            query=query, origin=_header(self.scope, b"origin"), address=address
+        )
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if bytes_data is not None:

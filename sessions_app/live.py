@@ -1,6 +1,7 @@
-"""How many sessions each workspace has open, across every web process.
+"""How many sessions each workspace (and each key from each client address) has open,
+across every web process.
 
-With Redis: a sorted set per workspace (member = session id, score = lease expiry),
+With Redis: a sorted set per pool (member = session id, score = lease expiry),
 refreshed by each live session; a crashed process's sessions expire with their lease.
 Without Redis (embedded, one process): the same in memory.
 
@@ -29,7 +30,7 @@ redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
 """
 
-_memory: dict[int, dict[str, float]] = {}
+_memory: dict[str, dict[str, float]] = {}
 _clients: dict[Any, aioredis.Redis] = {}
 
 
@@ -44,21 +45,28 @@ def redis_client() -> aioredis.Redis:
 _client = redis_client
 
 
-def _key(workspace_id: int) -> str:
+def workspace_pool(workspace_id: int) -> str:
+    """The leases that count toward a workspace's session limit."""
     return f"voice:live:{workspace_id}"
 
 
-async def acquire(*, workspace_id: int, session_id: str, limit: int) -> bool:
+def address_pool(key_id: int, address: str) -> str:
+    """The leases of one key's sessions from one client address (so one client can never
+    take the whole workspace limit)."""
+    return f"voice:live:key:{key_id}:{address}"
+
+
+async def acquire(*, pool: str, session_id: str, limit: int) -> bool:
     now = time.time()
     if not settings.REDIS_URL:
-        leases = _memory.setdefault(workspace_id, {})
+        leases = _memory.setdefault(pool, {})
         for sid in [sid for sid, expiry in leases.items() if expiry <= now]:
             del leases[sid]
         if len(leases) >= limit:
             return False
         leases[session_id] = now + LEASE_S
         return True
-    return await lease_take(_key(workspace_id), session_id, limit=limit, hold_s=LEASE_S)
+    return await lease_take(pool, session_id, limit=limit, hold_s=LEASE_S)
 
 
 async def lease_take(key: str, member: str, *, limit: int, hold_s: float) -> bool:
@@ -71,35 +79,61 @@ async def lease_take(key: str, member: str, *, limit: int, hold_s: float) -> boo
     return bool(granted)
 
 
-async def renew(*, workspace_id: int, session_id: str) -> None:
+async def renew(*, pool: str, session_id: str) -> None:
     expiry = time.time() + LEASE_S
     if not settings.REDIS_URL:
-        _memory.setdefault(workspace_id, {})[session_id] = expiry
+        _memory.setdefault(pool, {})[session_id] = expiry
         return
-    await redis_client().zadd(_key(workspace_id), {session_id: expiry}, xx=True)
+    client = redis_client()
+    await client.zadd(pool, {session_id: expiry}, xx=True)
+    await client.expire(pool, int(LEASE_S * 2))
 
 
-async def adopt(*, workspace_id: int, session_id: str) -> None:
+async def adopt(*, pool: str, session_id: str) -> None:
     """Take over the lease of a session resumed from another process, without a limit check:
     it has counted all along (only a lease that already expired is added back)."""
     expiry = time.time() + LEASE_S
     if not settings.REDIS_URL:
-        _memory.setdefault(workspace_id, {})[session_id] = expiry
+        _memory.setdefault(pool, {})[session_id] = expiry
         return
     client = redis_client()
-    await client.zadd(_key(workspace_id), {session_id: expiry})
-    await client.expire(_key(workspace_id), int(LEASE_S * 2))
+    await client.zadd(pool, {session_id: expiry})
+    await client.expire(pool, int(LEASE_S * 2))
 
 
-async def release(*, workspace_id: int, session_id: str) -> None:
+async def release(*, pool: str, session_id: str) -> None:
     if not settings.REDIS_URL:
-        _memory.get(workspace_id, {}).pop(session_id, None)
+        _memory.get(pool, {}).pop(session_id, None)
         return
-    await redis_client().zrem(_key(workspace_id), session_id)
+    await redis_client().zrem(pool, session_id)
 
 
-async def count(*, workspace_id: int) -> int:
+async def count(*, pool: str) -> int:
     now = time.time()
     if not settings.REDIS_URL:
-        return sum(1 for expiry in _memory.get(workspace_id, {}).values() if expiry > now)
-    return int(await redis_client().zcount(_key(workspace_id), now, "+inf"))
+        return sum(1 for expiry in _memory.get(pool, {}).values() if expiry > now)
+    return int(await redis_client().zcount(pool, now, "+inf"))
+
+
+async def holders(*, pool: str) -> set[str]:
+    """The session ids whose lease in ``pool`` has not lapsed."""
+    now = time.time()
+    if not settings.REDIS_URL:
+        return {sid for sid, expiry in _memory.get(pool, {}).items() if expiry > now}
+    members = await redis_client().zrangebyscore(pool, now, "+inf")
+    return {member.decode() if isinstance(member, bytes) else member for member in members}
+
+
+def holders_sync(*, pool: str) -> set[str]:
+    """``holders`` for synchronous code (views, commands): a short-lived client of its own."""
+    now = time.time()
+    if not settings.REDIS_URL:
+        return {sid for sid, expiry in _memory.get(pool, {}).items() if expiry > now}
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        members = client.zrangebyscore(pool, now, "+inf")
+    finally:
+        client.close()
+    return {member.decode() if isinstance(member, bytes) else member for member in members}

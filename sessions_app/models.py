@@ -37,6 +37,9 @@ class Agent(models.Model):
     vocabulary = models.JSONField(default=list, blank=True)
     # Said when the LLM's reply is empty; blank: the platform's sentence.
     empty_reply = models.CharField(max_length=256, blank=True)
+    # Empty: the platform's SESSION_IDLE_TIMEOUT_S / SESSION_MAX_DURATION_S.
+    idle_timeout_s = models.PositiveIntegerField(null=True, blank=True)
+    max_session_s = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -58,6 +61,7 @@ class Session(models.Model):
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
     api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
     origin = models.CharField(max_length=255, blank=True)
+    end_user = models.CharField(max_length=200, blank=True)  # from the session token, if any
     mode = models.CharField(max_length=5, choices=Agent.Mode.choices, default=Agent.Mode.VOICE)
     started_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -130,3 +134,32 @@ class ToolCallRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"
+
+
+class SessionToken(models.Model):
+    """A single-use, short-lived ticket for one session of one agent, minted with an sk_ key.
+
+    Only the token's digest is stored. ``variables`` are fixed for the session: the page
+    cannot change them; ``end_user`` is the customer's label for the person, kept on the
+    session record.
+    """
+
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="session_tokens"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_by_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    variables = models.JSONField(default=dict, blank=True)
+    end_user = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"token for {self.agent_id} until {self.expires_at:%H:%M:%S}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Protocol
 
@@ -261,20 +262,22 @@ _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = "the frame is not valid JSON: it holds a lone surrogate (not Unicode)"
 
 
-def _has_lone_surrogate(obj: Any) -> bool:
-    """Whether a decoded value holds a lone surrogate (iterative: values may nest deeply)."""
+def strings_in(obj: Any) -> Iterator[str]:
+    """Every string in a JSON value, keys too (iterative: values may nest deeply)."""
     pending = [obj]
     while pending:
         item = pending.pop()
         if isinstance(item, str):
-            if _SURROGATE.search(item):
-                return True
+            yield item
         elif isinstance(item, dict):
             pending.extend(item)
             pending.extend(item.values())
         elif isinstance(item, list):
             pending.extend(item)
-    return False
+
+
+def _has_lone_surrogate(obj: Any) -> bool:
+    return any(_SURROGATE.search(text) for text in strings_in(obj))
 
 
 def decode(text: str) -> ClientMessage:

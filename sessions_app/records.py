@@ -39,6 +39,7 @@ class SessionRecorder:
             origin=access.origin,
             mode=mode,
             agent=agent,
+            end_user=access.end_user,
         )
         self._task = asyncio.create_task(self._write_loop())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -14,9 +15,18 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError as PydanticError
 
+from secrets_app import crypto
+from secrets_app.audit import SYSTEM, Actor, audit_record
 from secrets_app.models import ApiKey, Workspace
 from sessions_app import protocol
-from sessions_app.models import Agent, Session, ToolCallRecord, TranscriptEntry, TurnRecord
+from sessions_app.models import (
+    Agent,
+    Session,
+    SessionToken,
+    ToolCallRecord,
+    TranscriptEntry,
+    TurnRecord,
+)
 from sessions_app.providers import registry
 from tools_app.egress import SecretBinding
 from tools_app.schema import SchemaError, to_json_schema
@@ -28,6 +38,7 @@ _TRUNCATED = " … [truncated]"
 AGENT_FIELDS = (
     "name", "slug", "instructions", "greeting", "voice", "mode",
     "llm_model", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
+    "idle_timeout_s", "max_session_s",
 )  # fmt: skip
 
 
@@ -65,6 +76,8 @@ def agent_tools_clean(tools: list[Any], *, reads_secrets: bool = False) -> list[
     secret API key): their pinned handlers see the values of secrets marked readable by
     code. Anyone else's handlers only ever hold references.
     """
+    if any("\x00" in text for text in protocol.strings_in(tools)):  # jsonb cannot hold NUL
+        raise ValidationError("tools: text must not contain NUL characters")
     pinned = []
     for declared in _declared_tools(tools):
         tool = declared.model_dump(by_alias=True, exclude_none=True)
@@ -111,19 +124,39 @@ def _save(agent: Agent) -> Agent:
     return agent
 
 
+def _handler_hashes(tools: list[dict[str, Any]]) -> dict[str, str]:
+    return {t["name"]: t["handler_sha256"] for t in tools if t.get("handler_sha256")}
+
+
+def _audit_agent(agent: Agent, actor: Actor, action: str, before: dict[str, str]) -> None:
+    """The agent's change, and each server-tool handler that was added, changed or removed
+    (by SHA-256: the audit log never holds handler source)."""
+    audit_record(workspace=agent.workspace, actor=actor, action=action, target=agent.slug)
+    after = _handler_hashes(agent.tools)
+    for name in sorted(set(before) | set(after)):
+        if before.get(name) != after.get(name):
+            audit_record(
+                workspace=agent.workspace, actor=actor, action="agent.handler_changed",
+                target=f"{agent.slug}/{name}",
+                details={"from_sha256": before.get(name), "to_sha256": after.get(name)},
+            )  # fmt: skip
+
+
 def agent_create(
     *,
     workspace: Workspace,
     tools: list[dict[str, Any]] | None = None,
     reads_secrets: bool = False,
+    actor: Actor = SYSTEM,
     **fields: Any,
 ) -> Agent:
     unknown = set(fields) - set(AGENT_FIELDS)
     if unknown:
         raise TypeError(f"unknown agent fields: {sorted(unknown)}")
     cleaned = agent_tools_clean(tools or [], reads_secrets=reads_secrets)
-    agent = Agent(workspace=workspace, tools=cleaned, **fields)
-    return _save(agent)
+    agent = _save(Agent(workspace=workspace, tools=cleaned, **fields))
+    _audit_agent(agent, actor, "agent.created", {})
+    return agent
 
 
 def agent_update(
@@ -131,8 +164,10 @@ def agent_update(
     agent: Agent,
     tools: list[dict[str, Any]] | None = None,
     reads_secrets: bool = False,
+    actor: Actor = SYSTEM,
     **fields: Any,
 ) -> Agent:
+    before = _handler_hashes(agent.tools)
     for name, value in fields.items():
         if name not in AGENT_FIELDS:
             raise TypeError(f"unknown agent field {name!r}")
@@ -140,10 +175,15 @@ def agent_update(
     if tools is not None:
         agent.tools = agent_tools_clean(tools, reads_secrets=reads_secrets)
     agent.updated_at = timezone.now()
-    return _save(agent)
+    agent = _save(agent)
+    _audit_agent(agent, actor, "agent.updated", before)
+    return agent
 
 
-def agent_delete(*, agent: Agent) -> None:
+def agent_delete(*, agent: Agent, actor: Actor = SYSTEM) -> None:
+    before = _handler_hashes(agent.tools)
+    agent.tools = []
+    _audit_agent(agent, actor, "agent.deleted", before)
     agent.delete()
 
 
@@ -152,14 +192,15 @@ def agent_delete(*, agent: Agent) -> None:
 
 def session_record_start(
     *, session_id: str, workspace: Workspace, api_key: ApiKey, origin: str, mode: str,
-    agent: Agent | None,
+    agent: Agent | None, end_user: str = "",
 ) -> Session:  # fmt: skip
     return Session.objects.create(
         public_id=uuid.UUID(hex=session_id),
         workspace=workspace,
         api_key=api_key,
         agent=agent,
-        origin=origin[:255],
+        origin=_no_nul(origin[:255]),
+        end_user=end_user,
         mode=mode,
     )
 
@@ -254,4 +295,72 @@ def _capped(text: str) -> str:
 def session_record_end(*, session: Session, close_code: int | None) -> None:
     Session.objects.filter(pk=session.pk, workspace_id=session.workspace_id).update(
         ended_at=timezone.now(), close_code=close_code
+    )
+
+
+def session_record_end_orphans(*, workspace_id: int, session_ids: set[str], close_code: int) -> int:
+    """Mark these live records ended (their process is gone); returns how many."""
+    public_ids = [uuid.UUID(hex=sid) for sid in session_ids]
+    return Session.objects.filter(
+        workspace_id=workspace_id, public_id__in=public_ids, ended_at__isnull=True
+    ).update(ended_at=timezone.now(), close_code=close_code)
+
+
+# ---------------------------------------------------------------- session tokens
+
+SESSION_TOKEN_PREFIX = "st_"
+SESSION_TOKEN_LENGTH = 40
+
+
+def _token_variables(variables: dict[str, Any]) -> dict[str, str]:
+    """The same rules as `configure`'s variables."""
+    try:
+        message = protocol.ConfigureMessage.model_validate(
+            {"type": "configure", "variables": variables}, by_alias=True, by_name=False
+        )
+    except PydanticError as exc:
+        raise ValidationError({"variables": protocol.describe_errors(exc)}) from None
+    return dict(message.variables or {})
+
+
+def session_token_create(
+    *,
+    workspace: Workspace,
+    agent: Agent,
+    created_by_key: ApiKey,
+    variables: dict[str, Any] | None = None,
+    end_user: str = "",
+    ttl_s: int = 60,
+) -> tuple[SessionToken, str]:
+    """A single-use token for one session of ``agent``; the plaintext is never stored."""
+    plaintext = SESSION_TOKEN_PREFIX + crypto.random_token(SESSION_TOKEN_LENGTH)
+    now = timezone.now()
+    token = SessionToken.objects.create(
+        workspace=workspace,
+        agent=agent,
+        token_hash=crypto.token_digest(plaintext),
+        created_by_key=created_by_key,
+        variables=_token_variables(variables or {}),
+        end_user=_no_nul(end_user),
+        created_at=now,
+        expires_at=now + timedelta(seconds=ttl_s),
+    )
+    return token, plaintext
+
+
+def session_token_redeem(*, token: str) -> SessionToken | None:
+    """Use a token once: the one update that marks it used decides, across processes."""
+    if not token.startswith(SESSION_TOKEN_PREFIX) or len(token) > 256 or "\x00" in token:
+        return None
+    now = timezone.now()
+    digest = crypto.token_digest(token)
+    claimed = SessionToken.objects.filter(
+        token_hash=digest, used_at__isnull=True, expires_at__gt=now
+    ).update(used_at=now)
+    if not claimed:
+        return None
+    return (
+        SessionToken.objects.select_related("agent", "workspace", "created_by_key__workspace")
+        .filter(token_hash=digest)
+        .first()
     )

@@ -1,13 +1,16 @@
 """Turn a connection's access and its `configure` message into a ready session plan.
 
-Saved agent first, then the browser's inline fields on top, but only when the key
-allows inline config. Runs in a thread (it reads the database); the orchestrator
+Saved agent first, then the browser's inline fields on top, but only what the key allows:
+inline config (instructions, greeting, voice, browser tools) and inline server-tool code
+are two switches, both off for new publishable keys. A session token's variables are
+fixed on top of everything. Runs in a thread (it reads the database); the orchestrator
 itself never touches the ORM.
 """
 
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -24,6 +27,7 @@ from sessions_app.services import handler_sha256
 from tools_app.schema import SchemaError, to_json_schema
 
 INLINE_FIELDS = {"instructions", "greeting", "voice", "tools", "vocabulary", "empty_reply"}
+_SAVE_THE_AGENT = "save the agent in the dashboard and connect with agent=<slug>"
 
 
 class ConfigureRefused(Exception):
@@ -100,17 +104,26 @@ def _agent(access: Access, configure: protocol.ConfigureMessage) -> Agent | None
 def _check_inline(
     access: Access, configure: protocol.ConfigureMessage, agent: Agent | None
 ) -> None:
+    key = access.key
+    tools = configure.tools or []
+    has_code = any(tool.handler is not None for tool in tools)
     inline = INLINE_FIELDS & configure.model_fields_set
-    if access.key.allow_inline_config:
-        return
-    if inline:
+    if all(tool.handler is not None for tool in tools):
+        inline.discard("tools")  # server tools alone are the code switch's business
+    if has_code and not (key.allow_inline_tool_code and not access.by_token):
+        raise ConfigureRefused(
+            "inline_code_refused",
+            "this key does not accept server-tool code from the page; " + _SAVE_THE_AGENT,
+            CLOSE_INLINE_REFUSED,
+        )
+    if inline and not (key.allow_inline_config and not access.by_token):
         raise ConfigureRefused(
             "inline_config_refused",
             f"this key does not accept inline config ({', '.join(sorted(inline))}); "
-            "save the agent in the dashboard and connect with agent=<slug>",
+            + _SAVE_THE_AGENT,
             CLOSE_INLINE_REFUSED,
         )
-    if agent is None:
+    if agent is None and not key.allow_inline_config:
         raise ConfigureRefused(
             "inline_config_refused",
             "this key only serves saved agents; name one with agent=<slug>",
@@ -175,6 +188,11 @@ def _speech(kind: registry.Kind, name: str, **hints: Any) -> Any:
         ) from None
 
 
+def _agent_or(agent: Agent | None, field: str, default: int) -> int:
+    value = getattr(agent, field, None) if agent is not None else None
+    return int(value) if value else default
+
+
 def session_plan_build(
     *,
     access: Access,
@@ -191,6 +209,7 @@ def session_plan_build(
         return value if value is not None else default
 
     mode = pick("mode", agent.mode if agent else "voice")
+    locked = dict(access.token_variables or {})
     llm_model = agent.llm_model if agent and agent.llm_model else None
     llm, llm_name = _llm(llm_model)
     speaks = mode == "voice"
@@ -207,12 +226,18 @@ def session_plan_build(
         mode=mode,
         audio_ready=configure.audio_ready,
         barge_in_min_words=settings.BARGE_IN_MIN_WORDS,
-        variables=dict(configure.variables or {}),
+        variables={**(configure.variables or {}), **locked},
         tools=_tools(agent, configure.tools),
         vocabulary=list(pick("vocabulary", agent.vocabulary if agent else [])),
         empty_reply=pick("empty_reply", agent.empty_reply if agent else "") or DEFAULT_EMPTY_REPLY,
         max_tool_steps=settings.MAX_TOOL_STEPS,
         client_tool_timeout=settings.CLIENT_TOOL_TIMEOUT_S,
+        locked_variables=locked,
+        context_notes_max=settings.CONTEXT_NOTES_MAX,
+        llm_request_max_bytes=settings.LLM_REQUEST_MAX_BYTES,
+        idle_timeout_s=float(_agent_or(agent, "idle_timeout_s", settings.SESSION_IDLE_TIMEOUT_S)),
+        max_duration_s=float(_agent_or(agent, "max_session_s", settings.SESSION_MAX_DURATION_S)),
+        started_at=time.time(),
     )
     return SessionPlan(
         config=config,
@@ -230,7 +255,9 @@ def session_plan_build(
 # ---------------------------------------------------------------- resumed sessions
 
 
-def session_meta(plan: SessionPlan, *, access: Access, token_digest: str) -> dict[str, Any]:
+def session_meta(
+    plan: SessionPlan, *, access: Access, token_digest: str, lease_pools: tuple[str, ...]
+) -> dict[str, Any]:
     """What another process needs to rebuild this session (JSON data, no resume token)."""
     config = {f.name: getattr(plan.config, f.name) for f in fields(SessionConfig)}
     config["tools"] = [asdict(tool) for tool in plan.config.tools]
@@ -238,6 +265,8 @@ def session_meta(plan: SessionPlan, *, access: Access, token_digest: str) -> dic
     return {
         "tokenDigest": token_digest,
         "workspaceId": access.workspace.pk,
+        "keyId": access.key.pk,
+        "leasePools": list(lease_pools),
         "config": config,
         "stt": plan.stt_name,
         "tts": plan.tts_name,

@@ -9,4 +9,6 @@ urlpatterns = [
     path("agents/<slug:slug>", api.AgentDetailApi.as_view(), name="agent-detail"),
     path("sessions", api.SessionListApi.as_view(), name="sessions"),
     path("sessions/<uuid:session_id>", api.SessionDetailApi.as_view(), name="session-detail"),
+    path("sessions/<uuid:session_id>/end", api.SessionEndApi.as_view(), name="session-end"),
+    path("session-tokens", api.SessionTokenApi.as_view(), name="session-tokens"),
 ]

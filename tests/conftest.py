@@ -8,6 +8,7 @@ CI (CI=true) a skip would hide a gap, so it fails instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,6 +36,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if _CI:
         pytest.fail(f"{reason}; under CI this must not be skipped", pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    """Every test starts with no requests counted (limits are counted across tests' keys)."""
+    from platform_site import rates
+
+    rates.reset()
+
+
+@pytest.fixture(autouse=True)
+def _mail_on_a_thread(settings: Any) -> Iterator[None]:
+    """Mail goes out from the web process's mail thread, as on the embedded default (no
+    Celery worker runs in these tests); ``wait_for_queued_mail()`` before reading it.
+    A test's mail is all sent before the next test starts."""
+    from secrets_app.mail import wait_for_queued_mail
+
+    settings.MAIL_QUEUE = "thread"
+    yield
+    wait_for_queued_mail()
 
 
 @pytest.fixture(autouse=True)

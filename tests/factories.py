@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from secrets_app import services
+from secrets_app import scopes, services
 from secrets_app.models import ApiKey, User, Workspace
 
 
@@ -18,13 +18,20 @@ class Tenant:
 
 
 def make_tenant(email: str, *, workspace_name: str = "Workspace", **pk_options: Any) -> Tenant:
+    """A user, their workspace, a publishable key and an all-scopes secret key.
+
+    New publishable keys refuse inline config and inline tool code; most tests send
+    their own configure, so this key opts in to both (pass ``allow_inline_config=False``
+    etc. to test the defaults).
+    """
     user, _ = services.user_get_or_create(email=email, password="pw-" + email)
     workspace = services.workspace_create(name=workspace_name, owner=user)
+    pk_options = {"allow_inline_config": True, "allow_inline_tool_code": True, **pk_options}
     _, publishable = services.api_key_create(
         workspace=workspace, kind=ApiKey.Kind.PUBLISHABLE, label="browser", **pk_options
     )
     _, secret = services.api_key_create(
-        workspace=workspace, kind=ApiKey.Kind.SECRET, label="server"
+        workspace=workspace, kind=ApiKey.Kind.SECRET, label="server", scopes=scopes.ALL
     )
     return Tenant(user=user, workspace=workspace, publishable_key=publishable, secret_key=secret)
 

@@ -49,8 +49,10 @@ def test_dev_command_serves_health_and_admin_in_a_fresh_clone(tmp_path, unused_t
             "sandbox": "ok",
         }
         assert checks["sandbox_protections"]["syscall_filter"] is True
-        login = httpx.get(f"{base}/admin/login/", timeout=5)
+        # The admin logs in through the dashboard's (throttled, two-factor) login.
+        login = httpx.get(f"{base}/admin/login/", timeout=5, follow_redirects=True)
         assert login.status_code == 200 and b"Email address" in login.content
+        assert login.url.path == "/login/" and login.url.params["next"] == "/admin/"
         printed = (tmp_path / "dev.log").read_text()
         assert "Publishable key:  pk_" in printed and "Secret key:       sk_" in printed
         key = re.search(r"Publishable key:\s+(pk_\S+)", printed)

@@ -1,20 +1,34 @@
-"""Sign up, log in and out, password reset, and creating or entering a workspace."""
+"""Sign up, email verification, log in (throttled, with an optional second factor) and
+out, password reset, and creating or entering a workspace.
+
+Sign-up and password reset answer the same whether or not the address has an account, and
+take the same time: the mail goes out from a background task (``secrets_app.mail``).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import login, password_validation
+from django.contrib.auth import password_validation
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
-from django.urls import path, reverse_lazy
+from django.template.loader import render_to_string
+from django.urls import path, reverse, reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
+from django_otp import login as otp_login
 
 from frontend.dashboard.scope import LAST_WORKSPACE, Scope, workspace_page
-from secrets_app import selectors, services
+from platform_site import rates
+from platform_site.client_address import request_address
+from secrets_app import accounts, mail, selectors, services, tasks
+from secrets_app.audit import actor_for_request
 from secrets_app.models import User
 
 
@@ -27,10 +41,7 @@ class SignupForm(forms.Form):
     )
 
     def clean_email(self) -> str:
-        email = self.cleaned_data["email"].strip().lower()
-        if User.objects.filter(email__iexact=email).exists():
-            raise forms.ValidationError("An account with this email exists. Log in instead.")
-        return email
+        return str(self.cleaned_data["email"]).strip().lower()
 
     def clean(self) -> dict[str, object]:
         cleaned = super().clean() or {}
@@ -58,17 +69,154 @@ def _next_url(request: HttpRequest) -> str | None:
     return None
 
 
+def _mail_refusal(request: HttpRequest) -> str | None:
+    wait_s = rates.hit_sync(accounts.account_mail_rate(), request_address(request))
+    if wait_s is None:
+        return None
+    return f"Too many requests from your network. Try again in {max(1, wait_s // 60)} min."
+
+
+def _mail_from_template(request: HttpRequest, to: str, name: str, context: dict[str, Any]) -> None:
+    subject = render_to_string(f"dashboard/{name}_subject.txt", context).strip()
+    body = render_to_string(f"dashboard/{name}_email.txt", context)
+    mail.send_later(tasks.mail_send, subject=subject, body=body, to=to)
+
+
+def send_verification(request: HttpRequest, user: User) -> None:
+    token = accounts.email_verification_token(user=user)
+    link = request.build_absolute_uri(reverse("dashboard:verify-email", args=[token]))
+    _mail_from_template(request, user.email, "verify", {"link": link, "email": user.email})
+
+
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST or None)
+    next_url = _next_url(request) or ""
     if request.method == "POST" and form.is_valid():
-        user, _ = services.user_get_or_create(
-            email=form.cleaned_data["email"], password=form.cleaned_data["password"]
+        refusal = _mail_refusal(request)
+        if refusal is None:
+            email = form.cleaned_data["email"]
+            user = accounts.user_sign_up(email=email, password=form.cleaned_data["password"])
+            if user is not None:
+                send_verification(request, user)
+            else:  # the owner of the address hears of it; the visitor learns nothing
+                login_url = request.build_absolute_uri(reverse("dashboard:login"))
+                reset_url = request.build_absolute_uri(reverse("dashboard:password-reset"))
+                context = {"email": email, "login": login_url, "reset": reset_url}
+                _mail_from_template(request, email, "signup_exists", context)
+            context = {"email": email, "next": next_url}
+            return render(request, "dashboard/signup_done.html", context)
+        form.add_error(None, refusal)
+    return render(request, "dashboard/signup.html", {"form": form, "next": next_url})
+
+
+@require_http_methods(["GET"])
+def verify_email(request: HttpRequest, token: str) -> HttpResponse:
+    try:
+        user = accounts.email_verify(token=token)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect("dashboard:login")
+    messages.success(request, f"{user.email} is verified.")
+    if request.user.is_authenticated:
+        return redirect("dashboard:home")
+    return redirect("dashboard:login")
+
+
+@login_required
+@require_POST
+def resend_verification(request: HttpRequest) -> HttpResponse:
+    user: User = request.user  # type: ignore[assignment]
+    refusal = _mail_refusal(request)
+    if refusal is not None:
+        messages.error(request, refusal)
+    elif user.email_verified_at is None:
+        send_verification(request, user)
+        messages.success(request, f"A new link is on its way to {user.email}.")
+    return HttpResponseRedirect(_next_url(request) or reverse("dashboard:home"))
+
+
+# ---------------------------------------------------------------- logging in
+
+
+class ThrottledLogin:
+    """Refuses before checking the password once the account or the address has failed
+    too often; every failure (password or code) counts. Mixed into the login form."""
+
+    request: HttpRequest | None
+    data: Any
+
+    def throttled_clean(self, check: Any) -> Any:
+        email = str(self.data.get("username") or "")
+        address = request_address(self.request) if self.request is not None else ""
+        wait_s = accounts.login_refusal(email=email, address=address)
+        if wait_s is not None:
+            raise ValidationError(
+                f"Too many failed logins. Try again in {max(1, -(-wait_s // 60))} min.",
+                code="throttled",
+            )
+        try:
+            return check()
+        except ValidationError:
+            accounts.login_failed(email=email, address=address)
+            raise
+
+
+class LoginForm(ThrottledLogin, AuthenticationForm):
+    otp_token = forms.CharField(
+        required=False,
+        label="Authentication code",
+        max_length=12,
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "inputmode": "numeric"}),
+        help_text="Only if you turned on two-factor login: the 6 digits from your app.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        def check() -> dict[str, Any]:
+            cleaned = super(ThrottledLogin, self).clean()
+            user = self.get_user()
+            self.device = accounts.second_factor_check(
+                user=user, code=str(cleaned.get("otp_token") or "")
+            )
+            return cleaned
+
+        return self.throttled_clean(check)  # type: ignore[no-any-return]
+
+
+class LoginView(auth_views.LoginView):
+    form_class = LoginForm
+    template_name = "dashboard/login.html"
+    redirect_authenticated_user = True
+
+    def form_valid(self, form: LoginForm) -> HttpResponse:  # type: ignore[override]
+        response = super().form_valid(form)
+        if form.device is not None:
+            otp_login(self.request, form.device)
+        return response
+
+
+class ResetForm(PasswordResetForm):
+    def save(self, **kwargs: Any) -> None:  # type: ignore[override]
+        request: HttpRequest = kwargs["request"]
+        mail.send_later(
+            tasks.mail_password_reset,
+            email=self.cleaned_data["email"],
+            domain=request.get_host(),
+            use_https=request.is_secure(),
         )
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect(_next_url(request) or "dashboard:workspace-new")
-    context = {"form": form, "next": _next_url(request) or ""}
-    return render(request, "dashboard/signup.html", context)
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    form_class = ResetForm
+    template_name = "dashboard/password_reset_form.html"
+    success_url = reverse_lazy("dashboard:password-reset-done")
+
+    def form_valid(self, form: ResetForm) -> HttpResponse:  # type: ignore[override]
+        refusal = _mail_refusal(self.request)
+        if refusal is not None:
+            form.add_error(None, refusal)
+            return self.form_invalid(form)
+        return super().form_valid(form)
 
 
 @login_required
@@ -89,6 +237,7 @@ def workspace_new(request: HttpRequest) -> HttpResponse:
     form = WorkspaceForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         workspace = services.workspace_create(
+            actor=actor_for_request(request),
             name=form.cleaned_data["name"].strip(),
             owner=request.user,  # type: ignore[arg-type]
         )
@@ -107,24 +256,11 @@ _RESET = "dashboard/password_reset"
 urlpatterns = [
     path("", home, name="home"),
     path("signup/", signup, name="signup"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(
-            template_name="dashboard/login.html", redirect_authenticated_user=True
-        ),
-        name="login",
-    ),
+    path("verify-email/<str:token>/", verify_email, name="verify-email"),
+    path("verify-email/", resend_verification, name="verify-email-resend"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path(
-        "password-reset/",
-        auth_views.PasswordResetView.as_view(
-            template_name=f"{_RESET}_form.html",
-            email_template_name=f"{_RESET}_email.txt",
-            subject_template_name=f"{_RESET}_subject.txt",
-            success_url=reverse_lazy("dashboard:password-reset-done"),
-        ),
-        name="password-reset",
-    ),
+    path("password-reset/", PasswordResetView.as_view(), name="password-reset"),
     path(
         "password-reset/sent/",
         auth_views.PasswordResetDoneView.as_view(template_name=f"{_RESET}_done.html"),

@@ -147,6 +147,21 @@ class AgentForm(forms.Form):
     )
     stt_provider = forms.ChoiceField(required=False, label="Speech-to-text")
     tts_provider = forms.ChoiceField(required=False, label="Text-to-speech")
+    idle_timeout_s = forms.IntegerField(
+        required=False,
+        min_value=5,
+        max_value=24 * 3600,
+        label="Idle timeout (seconds)",
+        help_text="The session ends after this long without speech, text or a tool result. "
+        "Blank: the platform default.",
+    )
+    max_session_s = forms.IntegerField(
+        required=False,
+        min_value=10,
+        max_value=24 * 3600,
+        label="Longest session (seconds)",
+        help_text="The session ends when it has lasted this long. Blank: the platform default.",
+    )
 
     def __init__(self, *args: Any, creating: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

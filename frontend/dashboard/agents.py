@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods
 from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES, AgentTemplate
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
+from secrets_app.audit import actor_for_request
 from sessions_app import selectors, services
 from sessions_app.models import Agent
 
@@ -64,6 +65,7 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_create(
+                actor=actor_for_request(request),
                 workspace=scope.workspace,
                 tools=editor.tool_list(),
                 reads_secrets=scope.can_read_secrets,
@@ -85,6 +87,7 @@ def edit(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_update(
+                actor=actor_for_request(request),
                 agent=agent,
                 tools=editor.tool_list(),
                 reads_secrets=scope.can_read_secrets,
@@ -106,7 +109,7 @@ def delete(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     agent = selectors.agent_get(workspace=scope.workspace, slug=slug)
 
     def act() -> str:
-        services.agent_delete(agent=agent)
+        services.agent_delete(actor=actor_for_request(request), agent=agent)
         return f"Agent “{agent.name}” deleted."
 
     context = {"agent": agent}

@@ -19,7 +19,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
+from secrets_app import scopes as key_scopes
 from secrets_app import selectors, services
+from secrets_app.audit import actor_for_request
 from secrets_app.models import ApiKey
 from secrets_app.validators import clean_origins
 from sessions_app.selectors import agent_list
@@ -73,11 +75,41 @@ class KeyForm(forms.Form):
     )
     allow_inline_config = forms.BooleanField(
         required=False,
-        initial=True,
-        label="Allow inline config",
+        initial=False,
+        label="Pages may configure the agent themselves",
         help_text=(
-            "Pages may send their own instructions and tool code. Turn off to allow only "
-            "saved agents."
+            "Off (recommended): pages can only talk to the saved agents checked above. On: "
+            "any page that has this key may send its own instructions, greeting, voice and "
+            "browser tools, so anyone can make your agent say anything on your model."
+        ),
+    )
+    allow_inline_tool_code = forms.BooleanField(
+        required=False,
+        initial=False,
+        label="Pages may send server-tool code",
+        help_text=(
+            "Off (recommended): only handlers saved with an agent run on the platform. On: a "
+            "page may send JavaScript that runs in the sandbox with your workspace's secrets "
+            "(as references bound to their hosts). For local development."
+        ),
+    )
+    tokens_only = forms.BooleanField(
+        required=False,
+        initial=False,
+        label="Session tokens only",
+        help_text=(
+            "Pages cannot open sessions with this key at all: your server mints a short-lived "
+            "token per session (POST /api/v1/session-tokens) and the page connects with it."
+        ),
+    )
+    scopes = forms.MultipleChoiceField(
+        required=False,
+        initial=key_scopes.DEFAULT,
+        choices=[(name, f"{name}: {text}") for name, text in key_scopes.SCOPES.items()],
+        widget=forms.CheckboxSelectMultiple,
+        help_text=(
+            "What a secret key may do on the REST API. Leave “keys” off unless a server must "
+            "manage keys: a leaked key with it could make more keys."
         ),
     )
 
@@ -154,16 +186,22 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     scope.require_key_manager()
+    if request.user.email_verified_at is None:  # type: ignore[union-attr]
+        return render_page(request, scope, "dashboard/keys_verify.html", section=SECTION)
     form = KeyForm(request.POST or None, agents=_agent_choices(scope))
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         key, plaintext = services.api_key_create(
+            actor=actor_for_request(request),
             workspace=scope.workspace,
             kind=data["kind"],
             label=data["label"].strip(),
             allowed_origins=data["allowed_origins"],
             allowed_agents=data["allowed_agents"],
             allow_inline_config=data["allow_inline_config"],
+            allow_inline_tool_code=data["allow_inline_tool_code"],
+            tokens_only=data["tokens_only"],
+            scopes=data["scopes"],
         )
         if key.kind == ApiKey.Kind.SECRET:
             return _show_once(request, scope, key, plaintext, rolled=False)
@@ -187,7 +225,9 @@ def roll(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
         grace = int(form.cleaned_data["grace"])
         expires_at = timezone.now() + timedelta(seconds=grace) if grace else None
         try:
-            new_key, plaintext = services.api_key_roll(key=key, expires_at=expires_at)
+            new_key, plaintext = services.api_key_roll(
+                actor=actor_for_request(request), key=key, expires_at=expires_at
+            )
         except services.KeyRejected as rejected:
             messages.error(request, f"Key {key.display} cannot be rolled: {rejected.reason}.")
             return redirect("dashboard:keys", scope.workspace.pk)
@@ -206,7 +246,7 @@ def revoke(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
     key = selectors.api_key_get(workspace=scope.workspace, key_id=key_id)
 
     def act() -> str:
-        services.api_key_revoke(key=key)
+        services.api_key_revoke(actor=actor_for_request(request), key=key)
         return f"Key {key.display} revoked. Requests using it are refused."
 
     context = {"key": key}
@@ -218,6 +258,6 @@ def revoke(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
 urlpatterns = [
     path("keys/", index, name="keys"),
     path("keys/new/", create, name="key-new"),
-    path("keys/<int:key_id>/roll/", roll, name="key-roll"),
-    path("keys/<int:key_id>/revoke/", revoke, name="key-revoke"),
+    path("keys/<id:key_id>/roll/", roll, name="key-roll"),
+    path("keys/<id:key_id>/revoke/", revoke, name="key-revoke"),
 ]

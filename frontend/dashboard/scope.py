@@ -31,6 +31,7 @@ NAV = (
     ("API keys", "dashboard:keys"),
     ("Members", "dashboard:members"),
 )
+OWNER_NAV = (*NAV, ("Audit log", "dashboard:audit"))
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,9 @@ class Scope:
         if not self.can_manage_keys:
             raise PermissionDenied("Only owners and admins can manage API keys.")
 
-    def require_owner(self) -> None:
+    def require_owner(self, what: str = "manage members") -> None:
         if not self.is_owner:
-            raise PermissionDenied("Only owners can manage members.")
+            raise PermissionDenied(f"Only owners can {what}.")
 
 
 WorkspaceView = Callable[..., HttpResponse]
@@ -102,7 +103,7 @@ def render_page(
     page = {
         "scope": scope,
         "workspaces": selectors.workspace_list_for_user(user=request.user),  # type: ignore[arg-type]
-        "nav": NAV,
+        "nav": OWNER_NAV if scope.is_owner else NAV,
         "section": section,
         **(context or {}),
     }

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_http_methods
 from frontend.dashboard.keys import lines, readable
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app import selectors, services
+from secrets_app.audit import actor_for_request
 from secrets_app.models import Secret
 from secrets_app.validators import clean_hosts, validate_secret_name, validate_secret_value
 
@@ -137,7 +138,11 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         secret, _ = services.secret_set(
-            workspace=scope.workspace, name=data["name"], value=data["value"], **form.access()
+            actor=actor_for_request(request),
+            workspace=scope.workspace,
+            name=data["name"],
+            value=data["value"],
+            **form.access(),
         )
         messages.success(request, f"Secret {secret.name} saved.")
         return redirect("dashboard:secrets", scope.workspace.pk)
@@ -154,6 +159,7 @@ def replace(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
     form = ReplaceForm(request.POST or None, initial=_access_initial(secret), scope=scope)
     if request.method == "POST" and form.is_valid():
         services.secret_set(
+            actor=actor_for_request(request),
             workspace=scope.workspace,
             name=secret.name,
             value=form.cleaned_data["value"],
@@ -179,7 +185,9 @@ def hosts(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
     secret = selectors.secret_get(workspace=scope.workspace, name=name)
     form = HostsForm(request.POST or None, initial=_access_initial(secret))
     if request.method == "POST" and form.is_valid():
-        services.secret_update_hosts(secret=secret, **form.cleaned_data)
+        services.secret_update_hosts(
+            actor=actor_for_request(request), secret=secret, **form.cleaned_data
+        )
         messages.success(request, f"Access to {secret.name} updated; its value is unchanged.")
         return redirect("dashboard:secrets", scope.workspace.pk)
     context = {"secret": secret, "form": form}
@@ -192,7 +200,7 @@ def delete(request: HttpRequest, scope: Scope, name: str) -> HttpResponse:
     secret = selectors.secret_get(workspace=scope.workspace, name=name)
 
     def act() -> str:
-        services.secret_delete(secret=secret)
+        services.secret_delete(actor=actor_for_request(request), secret=secret)
         return f"Secret {secret.name} deleted."
 
     context = {"secret": secret}

@@ -13,14 +13,18 @@ from datetime import timedelta
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.urls import path, re_path
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from frontend.dashboard.scope import Scope, render_page, workspace_page
 from frontend.dashboard.waterfall import Waterfall, format_ms, waterfall_for
-from sessions_app import access, selectors
+from secrets_app.audit import actor_for_request
+from sessions_app import access, control, selectors
 from sessions_app.models import Agent, Session, ToolCallRecord, TurnRecord
 
 PAGE_SIZE = 50
@@ -43,6 +47,10 @@ CLOSE_REASONS = {
     access.CLOSE_AGENT: "Agent not allowed",
     access.CLOSE_INLINE_REFUSED: "Inline config refused",
     access.CLOSE_TOO_MANY: "Too many sessions",
+    access.CLOSE_ENDED: "Ended by the workspace",
+    access.CLOSE_IDLE: "Idle too long",
+    access.CLOSE_TOO_LONG: "Reached its maximum length",
+    access.CLOSE_RESTART: "Ended by a platform restart",
 }
 TOOL_STATUS_BADGES = {
     "completed": "green",
@@ -153,6 +161,7 @@ class SessionFilterForm(forms.Form):
 
 @workspace_page
 def index(request: HttpRequest, scope: Scope) -> HttpResponse:
+    control.sessions_sweep(workspace=scope.workspace)  # no record stays "Live" forever
     agents = list(selectors.agent_list(workspace=scope.workspace))
     form = SessionFilterForm(request.GET or None, agents=agents)
     filters = form.filters()
@@ -208,13 +217,29 @@ def pretty_text(text: str) -> str:
         return text
 
 
-@workspace_page
-def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
+def _session(scope: Scope, session_id: str) -> Session:
     try:  # the wire spells session ids as 32 hex digits, the API with dashes: take both
         public_id = uuid.UUID(session_id)
     except ValueError:
         raise Http404("No such session.") from None
-    session = selectors.session_get(workspace=scope.workspace, public_id=str(public_id))
+    return selectors.session_get(workspace=scope.workspace, public_id=str(public_id))
+
+
+@workspace_page
+@require_POST
+def end(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
+    scope.require_key_manager()
+    session = _session(scope, session_id)
+    if session.ended_at is None:
+        control.session_end(session=session, actor=actor_for_request(request))
+        messages.success(request, "The session was ended; its page was told why.")
+    return redirect("dashboard:session", scope.workspace.pk, session.public_id)
+
+
+@workspace_page
+def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
+    control.sessions_sweep(workspace=scope.workspace)
+    session = _session(scope, session_id)
     tool_calls = [
         ToolCallView(
             call,
@@ -239,4 +264,5 @@ def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
 urlpatterns = [
     path("sessions/", index, name="sessions"),
     re_path(r"^sessions/(?P<session_id>[0-9a-fA-F-]{32,36})/$", detail, name="session"),
+    re_path(r"^sessions/(?P<session_id>[0-9a-fA-F-]{32,36})/end/$", end, name="session-end"),
 ]

@@ -7,10 +7,12 @@ from django.urls import include, path
 from frontend.dashboard import (
     accounts,
     agents,
+    audit,
     keys,
     members,
     playground,
     secret_store,
+    security,
     sessions,
 )
 
@@ -24,10 +26,12 @@ workspace_pages = [
     *secret_store.urlpatterns,
     *keys.urlpatterns,
     *members.urlpatterns,
+    *audit.urlpatterns,
 ]
 
 urlpatterns = [
     *accounts.urlpatterns,
     *members.account_urlpatterns,
-    path("w/<int:workspace_id>/", include(workspace_pages)),
+    *security.urlpatterns,
+    path("w/<id:workspace_id>/", include(workspace_pages)),
 ]

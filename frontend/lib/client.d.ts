@@ -41,8 +41,12 @@ export interface BargeInOptions {
 
 /** The options of `new AgentSession()` (and of `VoiceAgent.start` without the UI ones). */
 export interface SessionOptions {
-  /** A publishable key, "pk_…". */
-  apiKey: string;
+  /** A publishable key, "pk_…". Give this, `token` or `getToken`. */
+  apiKey?: string;
+  /** A session token ("st_…") your server minted (POST /api/v1/session-tokens); single use. */
+  token?: string;
+  /** Asks your server for a fresh session token; called for every connection, a reconnect that resumes too. */
+  getToken?: () => Promise<string>;
   /** A saved agent's slug. */
   agent?: string;
   instructions?: string;

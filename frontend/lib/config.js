@@ -81,15 +81,36 @@ export function checkedPlatformUrl(platformUrl) {
   return url;
 }
 
-/** `ws(s)://HOST[/prefix]/v1/session?key=…[&agent=…]` from the platform's URL. */
-export function sessionUrl(platformUrl, apiKey, agent) {
+/**
+ * `ws(s)://HOST[/prefix]/v1/session?key=…[&agent=…]` (or `?token=…` for a session token)
+ * from the platform's URL.
+ */
+export function sessionUrl(platformUrl, apiKey, agent, token) {
   const url = checkedPlatformUrl(platformUrl);
   url.protocol = SOCKET_SCHEMES[url.protocol];
   url.pathname = url.pathname.replace(/\/+$/, "") + PROTOCOL_PATH;
   url.search = "";
   url.hash = "";
-  url.searchParams.set("key", apiKey);
+  if (token) url.searchParams.set("token", token);
+  else url.searchParams.set("key", apiKey);
   if (agent) url.searchParams.set("agent", agent);
   return url.toString();
+}
+
+/** Whether the options name a way in: a publishable key, a session token, or `getToken`. */
+export function hasCredential(options) {
+  return Boolean(options.apiKey || options.token || typeof options.getToken === "function");
+}
+
+/**
+ * The URL of each new socket, as an async function. A session token is single use, so
+ * with `getToken` every socket (a reconnect that resumes too) asks the page's server for
+ * a fresh one; a fixed `token` serves the first socket only.
+ */
+export function sessionUrlSource({ platformUrl, apiKey, agent, token, getToken }) {
+  if (typeof getToken === "function") {
+    return async () => sessionUrl(platformUrl, undefined, agent, await getToken());
+  }
+  return async () => sessionUrl(platformUrl, apiKey, agent, token);
 }
 

@@ -11,7 +11,7 @@ const KEEPALIVE_MS = 25000; // a ping when nothing else was sent, for idle proxi
  * session exists, `configure` otherwise. Events already seen (seq ≤ lastSeq) are dropped.
  */
 export class Connection {
-  #url;
+  #url; // the URL, or an async function giving each socket's URL (a fresh session token)
   #configure; // async () => configure message
   #handlers; // {onEvent, onAudio, onResumed, onRetry, onLost, onRefused}
   #socket = null;
@@ -31,7 +31,7 @@ export class Connection {
 
   /**
    * @param {object} o
-   * @param {string} o.url
+   * @param {string | (() => Promise<string>)} o.url
    * @param {() => Promise<object>} o.configure  the `configure` message for a new session
    * @param {(event: object) => void} o.onEvent  each new JSON event
    * @param {(pcm: ArrayBuffer) => void} o.onAudio
@@ -50,11 +50,21 @@ export class Connection {
     return this.#audioOpen;
   }
 
-  open() {
+  async open() {
+    if (this.#closed) return;
+    let url;
+    try {
+      url = typeof this.#url === "function" ? await this.#url() : this.#url;
+    } catch (error) {
+      console.error("voice agent: getToken() failed", error);
+      this.#closed = true;
+      this.#handlers.onLost("connection_failed");
+      return;
+    }
     if (this.#closed) return;
     let socket;
     try {
-      socket = new WebSocket(this.#url);
+      socket = new WebSocket(url);
     } catch (error) {
       console.error("voice agent: cannot open the WebSocket", error);
       this.#closed = true;

@@ -7,8 +7,9 @@
 import { AudioIO, microphoneErrorCode } from "./audio.js";
 import {
   checkedPlatformUrl,
+  hasCredential,
   pick,
-  sessionUrl,
+  sessionUrlSource,
   stringValues,
   toolDeclarations,
   withoutUndefined,
@@ -75,7 +76,9 @@ export class AgentSession extends Emitter {
    */
   constructor(options = {}) {
     super();
-    if (!options.apiKey) throw new TypeError("voice agent: `apiKey` (a pk_… key) is required");
+    if (!hasCredential(options)) {
+      throw new TypeError("voice agent: `apiKey` (a pk_… key), `token` or `getToken` is required");
+    }
     const platformUrl = options.platformUrl ?? new URL(LIBRARY_URL).origin;
     checkedPlatformUrl(platformUrl); // a wrong URL is a mistake in the page: say so at once
     this.#options = {
@@ -149,9 +152,8 @@ export class AgentSession extends Emitter {
       return;
     }
     const audioStarted = this.#options.mode === "voice" ? this.#startAudio() : null;
-    const { platformUrl, apiKey, agent } = this.#options;
     this.#connection = new Connection({
-      url: sessionUrl(platformUrl, apiKey, agent),
+      url: sessionUrlSource(this.#options),
       configure: () => this.#configureMessage(audioStarted),
       onEvent: (event) => this.#onEvent(event),
       onAudio: (pcm) => this.#onAudio(pcm),

@@ -8,6 +8,9 @@ export const REFUSAL_CLOSE_CODES = {
   4003: "origin_not_allowed",
   4004: "agent_not_allowed",
   4008: "inline_config_refused",
+  4009: "session_ended",
+  4010: "session_idle",
+  4011: "session_too_long",
   4029: "too_many_sessions",
 };
 const RESUME_FAILURES = new Set(["resume_unavailable", "resume_refused"]);
@@ -22,6 +25,14 @@ export const READABLE = {
   inline_config_refused:
     "This page's API key only serves saved agents; the page's own agent settings were refused.",
   configure_timeout: "The voice platform did not receive the session settings in time.",
+  session_ended: "This conversation was ended by the site.",
+  session_idle: "The conversation ended because nothing was said for a while.",
+  session_too_long: "The conversation reached its time limit.",
+  key_revoked: "This page's API key was revoked, so the conversation ended.",
+  key_expired: "This page's API key expired, so the conversation ended.",
+  invalid_token: "The session token was refused (unknown, already used or expired).",
+  token_required: "This page must get a session token from its server first.",
+  rate_limited: "Too many messages at once; please wait a moment and try again.",
   bad_protocol: "This page speaks a protocol the voice platform does not know.",
   resume_unavailable: "The connection was lost.",
   resume_refused: "The connection was lost.",

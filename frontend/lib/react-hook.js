@@ -31,6 +31,8 @@ function sessionOptions(options) {
   const config = { ...top, ...options.config };
   return {
     apiKey: options.apiKey,
+    token: options.token,
+    getToken: options.getToken,
     platformUrl: options.platformUrl ?? PLATFORM_URL,
     ...Object.fromEntries(CONFIG_FIELDS.map((name) => [name, config[name]])),
     variables: config.variables ?? options.variables,
@@ -42,9 +44,10 @@ function sessionOptions(options) {
 
 /** What makes a new conversation: all but variables (sent as context) and `run` functions. */
 function sessionKey(settings) {
-  const { apiKey, platformUrl, agent, instructions, greeting, voice, mode, bargeIn } = settings;
+  const { apiKey, token, platformUrl, agent, instructions, greeting, voice, mode, bargeIn } = settings;
   const tools = toolDeclarations(settings.tools, settings.clientTools);
-  return JSON.stringify([apiKey, platformUrl, agent, instructions, greeting, voice, mode, bargeIn, tools]);
+  // getToken (a function) is left out: a new function each render must not restart the session.
+  return JSON.stringify([apiKey, token, platformUrl, agent, instructions, greeting, voice, mode, bargeIn, tools]);
 }
 
 function createHook(React) {

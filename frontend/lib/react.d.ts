@@ -29,8 +29,12 @@ export interface VoiceAgentConfig {
 }
 
 export interface UseVoiceAgentOptions {
-  /** A publishable key, "pk_…". */
-  apiKey: string;
+  /** A publishable key, "pk_…". Give this, `token` or `getToken`. */
+  apiKey?: string;
+  /** A session token ("st_…") your server minted (POST /api/v1/session-tokens); single use. */
+  token?: string;
+  /** Asks your server for a fresh session token; called for every connection, a reconnect that resumes too. */
+  getToken?: () => Promise<string>;
   /** A change of config (other than variables), tools, apiKey or platformUrl starts a new conversation. */
   config?: VoiceAgentConfig;
   tools?: Record<string, ServerTool>;

@@ -52,6 +52,14 @@ class SessionConfig:
     # While the agent speaks, the user's speech interrupts it only once its transcript has
     # this many words (that are not all backchannels like "mm-hmm" or "okay"); 0: at once.
     barge_in_min_words: int = 1
+    # Limits (README "Limits"): variables the page may not change (a session token's),
+    # context notes kept, what one LLM request may carry, and when the session ends.
+    locked_variables: dict[str, str] = field(default_factory=dict)
+    context_notes_max: int = 20
+    llm_request_max_bytes: int = 128 * 1024
+    idle_timeout_s: float | None = None  # no speech, text or tool result for this long
+    max_duration_s: float | None = None
+    started_at: float = 0.0  # epoch seconds; what max_duration_s counts from
 
 
 @dataclass(frozen=True)

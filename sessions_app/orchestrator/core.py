@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessions_app.orchestrator.config import SessionConfig, SettledToolCall, TurnMetrics
+from sessions_app.orchestrator.guard import NoGuard, SessionGuard
 from sessions_app.providers.base import LLM, STT, TTS, STTStream, ToolRunner
 
 # The package's name, not this module's: log configuration written for the single-module
@@ -80,15 +81,19 @@ class SessionCore:
         on_turn_metrics: Callable[[TurnMetrics], None] | None = None,
         on_tool_settled: Callable[[SettledToolCall], None] | None = None,
         first_seq: int = 0,
+        guard: SessionGuard | None = None,
     ) -> None:
         """``first_seq``: the last seq the connection already used (events sent before the
         session existed); the session continues after it. ``on_tool_settled`` hears of
-        every tool call that reached its final status (for the session's record)."""
+        every tool call that reached its final status (for the session's record).
+        ``guard`` is asked before each turn and each LLM request (rate limits)."""
         self.config = config
         self._llm, self._tool_runner, self._stt, self._tts = llm, tool_runner, stt, tts
         self._emit_event, self._send_audio = emit, send_audio
         self._clock, self._on_turn_metrics = clock, on_turn_metrics
         self._on_tool_settled = on_tool_settled
+        self._guard: SessionGuard = guard or NoGuard()
+        self._last_activity = clock()  # the user's last speech, text or tool result
         self._variables = dict(config.variables)
         self._tools = {tool.name: tool for tool in config.tools}
         self._history: list[dict[str, Any]] = []
@@ -110,6 +115,14 @@ class SessionCore:
         if config.audio_ready:
             self._audio_ready.set()
         self._closed = False
+
+    @property
+    def idle_s(self) -> float:
+        """Seconds since the user last spoke, typed or answered a tool call."""
+        return self._clock() - self._last_activity
+
+    def _active(self) -> None:
+        self._last_activity = self._clock()
 
     @property
     def speaks(self) -> bool:

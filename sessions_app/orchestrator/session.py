@@ -27,6 +27,7 @@ BACKCHANNEL_WORDS = frozenset(
 )
 _WORD = re.compile(r"[a-z0-9']+")
 _EARLY_AUDIO_MAX = 500  # frames kept while the recogniser connects (10 s of 20 ms frames)
+CONTEXT_NOTE = "Context update: "
 
 
 class VoiceSession(Resumable):
@@ -67,6 +68,7 @@ class VoiceSession(Resumable):
 
     async def resume(self) -> None:
         """Go on after ``restore`` in another process: no ``ready``, no greeting."""
+        self._active()
         await self.report_lost_calls()
         if self.config.mode == "voice":
             await self._open_stt()
@@ -74,6 +76,8 @@ class VoiceSession(Resumable):
     async def handle(self, message: protocol.ClientMessage) -> None:
         if self._closed:
             return
+        if isinstance(message, protocol.TextMessage | protocol.ToolResultMessage):
+            self._active()
         match message:
             case protocol.TextMessage():
                 await self._begin_turn(message.text, "text", self._clock())
@@ -156,9 +160,31 @@ class VoiceSession(Resumable):
             message = f"variables: at most {protocol.VARIABLES_MAX} per session; nothing changed"
             await self.handle_error("invalid", message)
             return
+        locked = self.config.locked_variables
+        changed = sorted(name for name in locked if merged.get(name) != locked[name])
+        if changed:
+            message = f"variables: {', '.join(changed)} fixed by the session token; nothing changed"
+            await self.handle_error("invalid", message)
+            return
+        note = (text or "").strip()
+        if note and self._context_notes() >= self.config.context_notes_max:
+            await self.handle_error(
+                "context_limit",
+                f"at most {self.config.context_notes_max} context notes per session; "
+                "nothing changed (update variables instead, or reset)",
+            )
+            return
         self._variables = merged
-        if text and text.strip():
-            self._history.append({"role": "system", "content": f"Context update: {text.strip()}"})
+        if note:
+            self._history.append({"role": "system", "content": CONTEXT_NOTE + note})
+
+    def _context_notes(self) -> int:
+        return sum(
+            1
+            for message in self._history
+            if message.get("role") == "system"
+            and str(message.get("content", "")).startswith(CONTEXT_NOTE)
+        )
 
     # ------------------------------------------------------------ speech in
 
@@ -200,6 +226,7 @@ class VoiceSession(Resumable):
             await stream.aclose()
 
     async def _on_stt_event(self, event: STTEvent) -> None:
+        self._active()
         if isinstance(event, SpeechStarted):
             if self.config.barge_in_min_words <= 0:
                 await self._barge_in()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Literal
 
+from sessions_app.orchestrator.budget import fit_history
 from sessions_app.orchestrator.config import TurnMetrics, render_template
 from sessions_app.orchestrator.core import Turn, closing_stream, log_failure
 from sessions_app.orchestrator.speech import SpeechOutput
@@ -38,6 +39,10 @@ class Turns(SpeechOutput, ToolCalls):
         speech_end_at: float | None = None,
         endpoint_at: float | None = None,
     ) -> None:
+        refusal = await self._guard.turn()
+        if refusal is not None:  # the running turn goes on undisturbed
+            await self.handle_error("rate_limited", refusal)
+            return
         async with self._control_lock:
             if self._closed:
                 return
@@ -132,8 +137,8 @@ class Turns(SpeechOutput, ToolCalls):
 
     def _llm_messages(self, *, exhausted: bool) -> list[dict[str, Any]]:
         instructions = render_template(self.config.instructions, self._variables)
-        messages = [{"role": "system", "content": instructions}] if instructions.strip() else []
-        messages += self._history
+        system = [{"role": "system", "content": instructions}] if instructions.strip() else []
+        messages = fit_history(system, self._history, self.config.llm_request_max_bytes)
         if exhausted:
             messages.append({"role": "system", "content": TOOLS_EXHAUSTED_NOTE})
         return messages
@@ -147,6 +152,9 @@ class Turns(SpeechOutput, ToolCalls):
         metrics = turn.metrics
         assert metrics is not None
         metrics.llm_rounds += 1
+        refusal = await self._guard.llm_request()
+        if refusal is not None:
+            raise ProviderError(refusal, code="rate_limited")
         turn.round_request_at = self._clock()
         if metrics.llm_request_at is None:
             metrics.llm_request_at = turn.round_request_at

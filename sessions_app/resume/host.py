@@ -12,6 +12,11 @@ outgoing events in the resume store. A socket is a ``Sink`` attached to it.
   lets the turn and running server tools finish (within their deadlines), writes the
   final snapshot, and stops without ending the session or its record.
 - Clean close, or the TTL passes: ``end``: the session, its record and its state end.
+- The workspace ends it (its key is revoked or expires, or someone presses "End"), or it
+  sits idle or runs past its maximum length: ``terminate`` says why in an ``error``
+  event, closes the socket with the reason's code and ends the session. The host hears of
+  the first two through channel-layer groups (one per key, one per session), so the web
+  process the session runs on need not be the one where the key was revoked.
 
 Store writes are batched by one task per host, so neither audio nor events wait for
 Redis; a state snapshot rides along whenever an event that changes state was emitted.
@@ -23,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Coroutine
 from typing import Any, Literal, Protocol
@@ -30,7 +36,7 @@ from typing import Any, Literal, Protocol
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from sessions_app import live, metrics, protocol
+from sessions_app import access, live, metrics, protocol
 from sessions_app.orchestrator import SERVER_TOOL_GRACE_S, SessionConfig, VoiceSession
 from sessions_app.records import SessionRecorder
 from sessions_app.resume.store import EVENTS_KEPT, ResumeStore, resume_store
@@ -53,6 +59,9 @@ _hosts: dict[str, SessionHost] = {}
 _unowned: set[asyncio.Task[Any]] = set()
 
 
+WATCH_EVERY_S = 1.0
+
+
 class Sink(Protocol):
     """A socket a session is attached to."""
 
@@ -62,6 +71,18 @@ class Sink(Protocol):
 
     async def displace(self) -> None:
         """Another connection resumed the session: close this one."""
+
+    async def terminate(self, close_code: int, reason: str) -> None:
+        """The session ended (the client was told why): close the socket with this code."""
+
+
+def key_group(key_id: int) -> str:
+    """The channel-layer group of every live session opened with this key."""
+    return f"voice-key-{key_id}"
+
+
+def session_group(session_id: str) -> str:
+    return f"voice-session-{session_id}"
 
 
 def local_host(session_id: str) -> SessionHost | None:
@@ -119,8 +140,13 @@ class SessionHost:
         channel: str,
         recorder: SessionRecorder,
         store: ResumeStore | None = None,
+        lease_pools: tuple[str, ...] | None = None,
+        key_id: int = 0,
     ) -> None:
         self.session_id, self.workspace_id, self.channel = session_id, workspace_id, channel
+        self.key_id = key_id
+        self.lease_pools = lease_pools or (live.workspace_pool(workspace_id),)
+        self._key_expires_at: float | None = None  # epoch; the key stops working then
         self.session: VoiceSession | None = None
         self._recorder = recorder
         self._store = store or resume_store()
@@ -155,10 +181,13 @@ class SessionHost:
         tool_runner: Any,
         meta: dict[str, Any] | None = None,
         events: list[dict[str, Any]] | None = None,
+        key_expires_at: float | None = None,
     ) -> None:
         """Run ``session`` here: a new one (``meta`` given) or one taken over (``events``:
-        what it sent before, for clients that missed some)."""
+        what it sent before, for clients that missed some). ``key_expires_at``: when the
+        session's key stops working (epoch), if it was rolled with a grace period."""
         self.session, self._tool_runner = session, tool_runner
+        self._key_expires_at = key_expires_at
         self._log.extend(events or [])
         self._state = "running"
         _hosts[self.session_id] = self
@@ -169,12 +198,15 @@ class SessionHost:
                     self.session_id, meta=json.dumps(meta), state=state, ttl=attached_ttl()
                 )
             else:
-                await live.adopt(workspace_id=self.workspace_id, session_id=self.session_id)
+                for pool in self.lease_pools:
+                    await live.adopt(pool=pool, session_id=self.session_id)
         except Exception as exc:  # the session works; only resuming it may not
             logger.error("session %s: resume store failed: %s", self.session_id, type(exc).__name__)
+        await self._groups("group_add")
         self._tasks = [
             asyncio.create_task(self._write_loop(), name="session-host writer"),
             asyncio.create_task(self._keep(), name="session-host keeper"),
+            asyncio.create_task(self._watch(), name="session-host watch"),
         ]
         if self.channel:
             self._tasks.append(asyncio.create_task(self._listen(), name="session-host channel"))
@@ -247,8 +279,64 @@ class SessionHost:
             await self.session.close()
         await self._recorder.finish(close_code)
         metrics.session_closed(close_code)
-        with contextlib.suppress(Exception):
-            await live.release(workspace_id=self.workspace_id, session_id=self.session_id)
+        for pool in self.lease_pools:
+            with contextlib.suppress(Exception):
+                await live.release(pool=pool, session_id=self.session_id)
+        await self._groups("group_discard")
+
+    async def terminate(self, code: str, message: str, close_code: int) -> None:
+        """End the session for a reason the client is told (``error`` ``code``), closing its
+        socket with ``close_code``. Nothing can resume it."""
+        if self._state != "running":
+            return
+        if self.session is not None:
+            await self.session.handle_error(code, message)
+        sink, self._sink = self._sink, None
+        if sink is not None:
+            with contextlib.suppress(Exception):
+                await sink.terminate(close_code, message)
+        logger.info("session %s ended: %s", self.session_id, code)
+        await self.end(close_code)
+
+    async def _groups(self, action: Literal["group_add", "group_discard"]) -> None:
+        layer = get_channel_layer()
+        if layer is None or not self.channel:
+            return
+        groups = [session_group(self.session_id)]
+        if self.key_id:
+            groups.append(key_group(self.key_id))
+        for group in groups:
+            try:
+                await getattr(layer, action)(group, self.channel)
+            except Exception as exc:  # ending by key or by id may then miss this session
+                logger.warning("session %s: %s: %s", self.session_id, action, type(exc).__name__)
+
+    async def _watch(self) -> None:
+        """End the session when it sits idle, runs too long, or its key expires."""
+        while not self._stopping:
+            await asyncio.sleep(WATCH_EVERY_S)
+            reason = self._overdue()
+            if reason is not None:
+                _run_unowned(self.terminate(*reason), "session-host terminate")
+                return
+
+    def _overdue(self) -> tuple[str, str, int] | None:
+        session = self.session
+        if session is None or self._state != "running":
+            return None
+        config, now = session.config, time.time()
+        if self._key_expires_at is not None and now >= self._key_expires_at:
+            return "key_expired", "this session's API key expired", access.CLOSE_BAD_KEY
+        if config.max_duration_s and now - config.started_at >= config.max_duration_s:
+            limit = f"{config.max_duration_s / 60:g} minutes"
+            return "session_too_long", f"sessions last at most {limit}", access.CLOSE_TOO_LONG
+        if config.idle_timeout_s and session.idle_s >= config.idle_timeout_s:
+            return (
+                "session_idle",
+                f"nothing was said or typed for {config.idle_timeout_s:g} s",
+                access.CLOSE_IDLE,
+            )
+        return None
 
     async def _expire_after(self, ttl: float) -> None:
         await asyncio.sleep(ttl)
@@ -365,7 +453,8 @@ class SessionHost:
                     ttl=attached_ttl() if attached else None,
                 )
                 if loop.time() - renewed_at >= live.LEASE_S / 3:
-                    await live.renew(workspace_id=self.workspace_id, session_id=self.session_id)
+                    for pool in self.lease_pools:
+                        await live.renew(pool=pool, session_id=self.session_id)
                     renewed_at = loop.time()
             except Exception as exc:
                 logger.warning("session %s: keeping: %s", self.session_id, type(exc).__name__)
@@ -387,6 +476,10 @@ class SessionHost:
             kind = message.get("type")
             if kind == "tool.result":
                 self.tool_result(message)
+            elif kind == "session.end":
+                _run_unowned(self._ended_by_workspace(message), "session-host terminate")
+            elif kind == "session.key_expires" and isinstance(message.get("at"), int | float):
+                self._key_expires_at = float(message["at"])
             elif kind == "session.handover" and isinstance(message.get("reply_channel"), str):
                 self._handover_replies.append(message["reply_channel"])
                 with contextlib.suppress(Exception):
@@ -395,11 +488,22 @@ class SessionHost:
                     self._state = "handing_over"
                     self._handover = _run_unowned(self._hand_over(), "session-host handover")
 
+    async def _ended_by_workspace(self, message: dict[str, Any]) -> None:
+        if message.get("reason") == "key_revoked":
+            await self.terminate(
+                "key_revoked", "this session's API key was revoked", access.CLOSE_BAD_KEY
+            )
+        else:
+            await self.terminate(
+                "session_ended", "the workspace ended this session", access.CLOSE_ENDED
+            )
+
     async def _hand_over(self) -> None:
         """Another process resumes this session: finish what runs, save, stop here."""
         assert self.session is not None
         if _hosts.get(self.session_id) is self:
             del _hosts[self.session_id]
+        await self._groups("group_discard")
         try:
             if self._expiry is not None:
                 self._expiry.cancel()

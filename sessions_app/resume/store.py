@@ -275,3 +275,18 @@ _redis_store = RedisResumeStore()
 def resume_store() -> ResumeStore:
     """Redis when ``REDIS_URL`` is set (any web process may resume), else this process's memory."""
     return _redis_store if settings.REDIS_URL else _memory_store
+
+
+def resume_state_delete_sync(session_id: str) -> None:
+    """Forget a session's resume state from synchronous code (a view ending the session),
+    so no process can take it over afterwards."""
+    if not settings.REDIS_URL:
+        _memory_store._entries.pop(session_id, None)
+        return
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        client.delete(*_keys(session_id))
+    finally:
+        client.close()

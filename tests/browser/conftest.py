@@ -205,7 +205,16 @@ def platform(
     )
     _manage(env, "migrate", "--noinput", "-v", "0")
     keys = json.loads(
-        _manage(env, "create_workspace", "Browser", "--owner", "b@example.com", "--json")
+        _manage(
+            env,
+            "create_workspace",
+            "Browser",
+            "--owner",
+            "b@example.com",
+            "--json",
+            "--inline-config",
+            "--inline-tool-code",
+        )
     )
     port = free_port()
     log = (var / "daphne.log").open("w")

@@ -34,6 +34,8 @@ REDIS_SERVER = "/usr/bin/redis-server"
 LOCAL_ORIGIN = "http://localhost:3000"  # a key without allowed origins accepts localhost
 _CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 _worker_numbers = itertools.count(1)
+# The fault tests configure their sessions inline (new keys refuse that by default).
+INLINE = ("--inline-config", "--inline-tool-code")
 
 
 def free_port() -> int:
@@ -154,6 +156,7 @@ class Platform:
     env: dict[str, str]
     publishable_key: str
     outsider_key: str  # another workspace's publishable key
+    secret_key: str = ""  # the workspace's all-scopes secret key
 
     def process_env(self, **extra: str) -> dict[str, str]:
         return {**self.env, **extra}
@@ -174,10 +177,16 @@ def prepare_platform(var_dir: Path, *, redis_url: str, llm_base_url: str) -> Pla
     )
     _manage(env, "migrate", "--noinput", "-v", "0")
     keys = [
-        json.loads(_manage(env, "create_workspace", name, "--owner", email, "--json"))
+        json.loads(_manage(env, "create_workspace", name, "--owner", email, "--json", *INLINE))
         for name, email in (("Faults", "f@example.com"), ("Outsider", "o@example.com"))
     ]
-    return Platform(var_dir, env, keys[0]["publishable_key"], keys[1]["publishable_key"])
+    return Platform(
+        var_dir,
+        env,
+        keys[0]["publishable_key"],
+        keys[1]["publishable_key"],
+        secret_key=keys[0]["secret_key"],
+    )
 
 
 def _manage(env: dict[str, str], *args: str) -> str:

@@ -172,7 +172,15 @@ def stack(tmp_path: Path, llm: FakeOpenAIServer) -> Iterator[Stack]:
         platform = Stack(env=env, var=var)
         platform.manage("migrate", "--noinput", "-v", "0")
         keys = json.loads(
-            platform.manage("create_workspace", "Faults", "--owner", "f@example.com", "--json")
+            platform.manage(
+                "create_workspace",
+                "Faults",
+                "--owner",
+                "f@example.com",
+                "--json",
+                "--inline-config",
+                "--inline-tool-code",
+            )
         )
         platform.publishable_key, platform.secret_key = keys["publishable_key"], keys["secret_key"]
         try:

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import DEFAULT_SCRIPT, FakeOpenAIServer
 from tests.sessions_app.harness import Harness
 
 
@@ -31,3 +31,27 @@ async def llm(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
     settings.LLM_API_KEY = "test-llm-key"
     yield server
     await server.stop()
+
+
+@pytest.fixture
+async def echo(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
+    """An LLM that answers every request ("You said: …")."""
+    server = FakeOpenAIServer(default=DEFAULT_SCRIPT)
+    await server.start()
+    settings.LLM_BASE_URL, settings.LLM_API_KEY = server.base_url, "test-llm-key"
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def no_leases() -> None:
+    """No session places held from an earlier test (Redis, or this process's memory)."""
+    from django.conf import settings as django_settings
+
+    from sessions_app import live
+
+    if django_settings.REDIS_URL:
+        client = live.redis_client()
+        for key in await client.keys("voice:live:*"):
+            await client.delete(key)
+    live._memory.clear()

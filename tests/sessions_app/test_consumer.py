@@ -146,8 +146,10 @@ async def test_too_many_sessions(tenant, llm, settings):
     settings.SESSION_LIMIT_PER_WORKSPACE = 1
     async with Client(url(tenant)) as first:
         await configured(first)
-        code, error = await _refused(url(tenant))
-        assert (code, error["code"]) == (4029, "too_many_sessions")
+        async with Client(url(tenant)) as second:  # connecting takes no place; configuring does
+            await second.send(TEXT_CONFIG)
+            assert (await second.next())["code"] == "too_many_sessions"
+            assert await second.closed() == 4029
     async with Client(url(tenant)) as again:  # the first one's place is free again
         await configured(again)
 
@@ -505,8 +507,10 @@ async def test_a_redis_outage_refuses_new_sessions_in_words(tenant, monkeypatch)
         raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379")
 
     monkeypatch.setattr(live, "acquire", down)
-    code, error = await _refused(url(tenant))
-    assert (code, error["code"]) == (4503, "service_unavailable")
+    async with Client(url(tenant)) as client:
+        await client.send(TEXT_CONFIG)
+        error = await client.next()
+        assert (await client.closed(), error["code"]) == (4503, "service_unavailable")
     assert "6379" not in error["message"]
 
 

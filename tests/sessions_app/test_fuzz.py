@@ -51,7 +51,8 @@ ERROR_CODES = {
     "unknown_tool_call", "already_configured", "resume_unavailable", "resume_refused",
     "not_voice_mode", "llm_failed", "stt_failed", "tts_failed", "agent_not_allowed",
     "inline_config_refused", "too_many_sessions", "configure_timeout", "invalid_key",
-    "secret_key_refused", "origin_not_allowed", "bad_protocol",
+    "secret_key_refused", "origin_not_allowed", "bad_protocol", "inline_code_refused",
+    "context_limit",
 }  # fmt: skip
 MALFORMED = {"bad_json", "bad_message", "unknown_type", "invalid", "frame_too_large"}
 REFUSALS = {
@@ -62,6 +63,7 @@ REFUSALS = {
     "resume_refused": connection.CLOSE_RESUME_REFUSED,
     "agent_not_allowed": access.CLOSE_AGENT,
     "inline_config_refused": access.CLOSE_INLINE_REFUSED,
+    "inline_code_refused": access.CLOSE_INLINE_REFUSED,
     "too_many_sessions": access.CLOSE_TOO_MANY,
     "configure_timeout": access.CLOSE_NO_CONFIGURE,
 }
@@ -382,6 +384,11 @@ def assert_quiet(records: list[logging.LogRecord]) -> None:
 @pytest.fixture
 def fuzz_site(settings: Any, caplog: pytest.LogCaptureFixture) -> None:
     settings.SESSION_LIMIT_PER_WORKSPACE = 10_000  # dropped sessions wait for resume
+    # Rate limits have tests of their own (test_limits.py); here every fuzzed frame must
+    # reach the protocol, from one address in a burst.
+    settings.WS_CONNECTIONS_PER_MINUTE = settings.SESSIONS_PER_ADDRESS = 10_000
+    settings.TURNS_PER_MINUTE = settings.LLM_REQUESTS_PER_MINUTE = 100_000
+    settings.CONTEXT_NOTES_MAX = 100_000
     settings.LLM_API_KEY = "test-llm-key"
     caplog.set_level(logging.WARNING)  # on the root logger: sessions_app, channels, asyncio…
 

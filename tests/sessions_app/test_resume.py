@@ -299,7 +299,7 @@ async def test_a_waiting_session_counts_once_and_can_resume_at_the_limit(tenant,
     settings.SESSION_LIMIT_PER_WORKSPACE = 1
     first, ready = await started(tenant)
     last_seq = await drop(first)
-    assert await live.count(workspace_id=tenant.workspace.pk) == 1
+    assert await live.count(pool=live.workspace_pool(tenant.workspace.pk)) == 1
     other = Client(url(tenant))
     await other.__aenter__()
     await other.send(TEXT_CONFIG)
@@ -307,9 +307,9 @@ async def test_a_waiting_session_counts_once_and_can_resume_at_the_limit(tenant,
     assert await other.closed() == 4029
     second = await resumed(tenant, ready, last_seq)
     await second.until("pong")
-    assert await live.count(workspace_id=tenant.workspace.pk) == 1
+    assert await live.count(pool=live.workspace_pool(tenant.workspace.pk)) == 1
     await second.ws.disconnect()
-    assert await live.count(workspace_id=tenant.workspace.pk) == 0
+    assert await live.count(pool=live.workspace_pool(tenant.workspace.pk)) == 0
 
 
 async def test_an_expired_session_frees_its_place(tenant, llm, settings):
@@ -318,7 +318,7 @@ async def test_an_expired_session_frees_its_place(tenant, llm, settings):
     first, _ready = await started(tenant)
     await drop(first)
     await asyncio.sleep(0.5)
-    assert await live.count(workspace_id=tenant.workspace.pk) == 0
+    assert await live.count(pool=live.workspace_pool(tenant.workspace.pk)) == 0
     again, _ = await started(tenant)
     await again.ws.disconnect()
 

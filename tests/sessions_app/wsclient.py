@@ -13,9 +13,13 @@ LOCAL_ORIGIN = "http://localhost:3000"
 
 
 class Client:
-    def __init__(self, path: str, *, origin: str | None = LOCAL_ORIGIN) -> None:
+    def __init__(
+        self, path: str, *, origin: str | None = LOCAL_ORIGIN, address: str | None = None
+    ) -> None:
         headers = [(b"origin", origin.encode())] if origin else []
         self.ws = WebsocketCommunicator(application, path, headers=headers)
+        if address is not None:  # the peer's address, as a server sees it
+            self.ws.scope["client"] = (address, 50_000)
         self.events: list[dict[str, Any]] = []
         self.audio: list[bytes] = []
         self.close_code: int | None = None

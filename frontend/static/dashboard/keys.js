@@ -1,12 +1,15 @@
-// Hides the publishable-only limits while "secret" is chosen; without JS they stay visible
-// and the server ignores them for secret keys.
+// Shows the limits of the chosen kind only (publishable: origins, agents, what pages may
+// send; secret: scopes); without JS both stay visible and the server ignores the other's.
 document.addEventListener("DOMContentLoaded", () => {
-  const limits = document.querySelector("fieldset.publishable-only");
+  const publishable = document.querySelector("fieldset.publishable-only");
+  const secret = document.querySelector("fieldset.secret-only");
   const radios = document.querySelectorAll('input[name="kind"]');
-  if (!limits || !radios.length) return;
+  if (!publishable || !radios.length) return;
   const sync = () => {
     const checked = document.querySelector('input[name="kind"]:checked');
-    limits.hidden = checked !== null && checked.value === "secret";
+    const isSecret = checked !== null && checked.value === "secret";
+    publishable.hidden = isSecret;
+    if (secret) secret.hidden = !isSecret;
   };
   radios.forEach((radio) => radio.addEventListener("change", sync));
   sync();

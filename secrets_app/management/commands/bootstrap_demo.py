@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from secrets_app import services
+from secrets_app import scopes, services
 from secrets_app.models import ApiKey, User, Workspace
 
 DEMO_EMAIL = "admin@example.com"
@@ -61,11 +61,16 @@ class Command(BaseCommand):
         user.set_password(password)
         user.save()
         workspace = services.workspace_create(name="Demo", owner=user)
+        # Local development only: pages may send their own instructions and tool code.
         _, publishable = services.api_key_create(
-            workspace=workspace, kind=ApiKey.Kind.PUBLISHABLE, label="demo"
+            workspace=workspace,
+            kind=ApiKey.Kind.PUBLISHABLE,
+            label="demo (local development: inline config and tool code on)",
+            allow_inline_config=True,
+            allow_inline_tool_code=True,
         )
         _, secret = services.api_key_create(
-            workspace=workspace, kind=ApiKey.Kind.SECRET, label="demo"
+            workspace=workspace, kind=ApiKey.Kind.SECRET, label="demo", scopes=scopes.ALL
         )
         demo = {
             "email": DEMO_EMAIL,

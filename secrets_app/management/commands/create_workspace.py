@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from secrets_app import services
+from secrets_app import scopes, services
 from secrets_app.models import ApiKey
 
 
@@ -18,6 +18,16 @@ class Command(BaseCommand):
         parser.add_argument("--owner", required=True, help="owner's email; created if missing")
         parser.add_argument("--password", help="password for a newly created owner")
         parser.add_argument("--origin", action="append", default=[], help="allowed origin")
+        parser.add_argument(
+            "--inline-config",
+            action="store_true",
+            help="the pk_ key accepts instructions, greeting, voice and browser tools from pages",
+        )
+        parser.add_argument(
+            "--inline-tool-code",
+            action="store_true",
+            help="the pk_ key accepts server-tool code from pages",
+        )
         parser.add_argument("--json", action="store_true", help="print JSON only")
 
     @transaction.atomic
@@ -31,9 +41,11 @@ class Command(BaseCommand):
             kind=ApiKey.Kind.PUBLISHABLE,
             label="default",
             allowed_origins=options["origin"],
+            allow_inline_config=options["inline_config"],
+            allow_inline_tool_code=options["inline_tool_code"],
         )
         _, secret = services.api_key_create(
-            workspace=workspace, kind=ApiKey.Kind.SECRET, label="default"
+            workspace=workspace, kind=ApiKey.Kind.SECRET, label="default", scopes=scopes.ALL
         )
         result = {
             "workspace_id": workspace.pk,

@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import re
+import time
+from typing import Any
 
+import pytest
 from django.core import mail
+from django.core.mail.backends import locmem
 from django.test import Client
 from django.urls import reverse
 
+from secrets_app import services
+from secrets_app.mail import wait_for_queued_mail
 from secrets_app.models import Membership, User
 from tests.factories import Tenant
 from tests.frontend.dashboard.conftest import page
 
 
-def test_sign_up_then_create_a_workspace(db: None) -> None:
+def without_nonce(html: str) -> str:
+    return re.sub(r'nonce="[^"]+"', "", html)
+
+
+def _link(path: str, body: str) -> str:
+    found = re.search(rf"https?://[^/]+({path}\S+/)", body)
+    assert found, body
+    return found[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sign_up_verify_log_in_then_create_a_workspace() -> None:
     client = Client(enforce_csrf_checks=True)
     form = client.get(reverse("dashboard:signup"))
     token = form.cookies["csrftoken"].value
@@ -25,9 +42,24 @@ def test_sign_up_then_create_a_workspace(db: None) -> None:
             "csrfmiddlewaretoken": token,
         },
     )
-    assert response.status_code == 302
-    assert response["Location"] == reverse("dashboard:workspace-new")
+    assert response.status_code == 200 and "Check your email" in response.content.decode()
     user = User.objects.get(email="new@example.com")
+    assert user.email_verified_at is None
+    wait_for_queued_mail()
+    (message,) = mail.outbox
+    assert message.to == ["new@example.com"] and "verify" in message.subject.lower()
+    verified = client.get(_link("/verify-email/", message.body), follow=True)
+    assert "new@example.com is verified." in verified.content.decode()
+    user.refresh_from_db()
+    assert user.email_verified_at is not None
+    client.post(
+        reverse("dashboard:login"),
+        {
+            "username": "new@example.com",
+            "password": "correct horse battery",
+            "csrfmiddlewaretoken": client.cookies["csrftoken"].value,
+        },
+    )
     response = client.post(
         reverse("dashboard:workspace-new"),
         {"name": "Acme Voice", "csrfmiddlewaretoken": client.cookies["csrftoken"].value},
@@ -41,14 +73,40 @@ def test_sign_up_then_create_a_workspace(db: None) -> None:
     assert "Acme Voice" in response.content.decode()
 
 
-def test_sign_up_shows_field_errors(owner: Tenant) -> None:
-    response = Client().post(
-        reverse("dashboard:signup"), {"email": "owner@example.com", "password": "123"}
+@pytest.mark.django_db(transaction=True)
+def test_sign_up_never_says_whether_an_account_exists(owner: Tenant) -> None:
+    known = Client().post(
+        reverse("dashboard:signup"), {"email": "owner@example.com", "password": "another pass 42"}
     )
-    html = response.content.decode()
-    assert response.status_code == 200
-    assert "An account with this email exists" in html
+    new = Client().post(
+        reverse("dashboard:signup"), {"email": "fresh@example.com", "password": "another pass 42"}
+    )
+    assert known.status_code == new.status_code == 200
+    # The same page, but for the address it names (and each response's own CSP nonce).
+    known_page = without_nonce(known.content.decode().replace("owner@example.com", "X"))
+    assert known_page == without_nonce(new.content.decode().replace("fresh@example.com", "X"))
+    wait_for_queued_mail()
+    to_owner = next(m for m in mail.outbox if m.to == ["owner@example.com"])
+    assert "already has an account" in to_owner.body and "/password-reset/" in to_owner.body
+    # Nothing about the existing account changed.
+    assert Client().login(username="owner@example.com", password="pw-owner@example.com")
     assert User.objects.filter(email="owner@example.com").count() == 1
+
+
+def test_an_unverified_account_cannot_create_api_keys(db: None) -> None:
+    user = User.objects.create_user(email="unverified@example.com", password="x" * 12)
+    workspace = services.workspace_create(name="Fresh", owner=user)
+    client = Client()
+    client.force_login(user)
+    url = reverse("dashboard:key-new", args=[workspace.pk])
+    assert "Verify your email first" in client.get(url).content.decode()
+    client.post(url, {"kind": "secret", "label": "x"})
+    assert not workspace.api_keys.exists()
+
+
+def test_a_broken_verification_link_says_so(db: None) -> None:
+    response = Client().get(reverse("dashboard:verify-email", args=["nope:nope"]), follow=True)
+    assert "This link is not valid" in response.content.decode()
 
 
 def test_weak_password_is_refused_with_a_reason(db: None) -> None:
@@ -89,13 +147,22 @@ def test_wrong_password_says_so(owner: Tenant) -> None:
     assert "correct email address and password" in response.content.decode()
 
 
+class SlowMail(locmem.EmailBackend):
+    """An SMTP server that takes 300 ms per message."""
+
+    def send_messages(self, messages: Any) -> int:
+        time.sleep(0.3)
+        return super().send_messages(messages)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_password_reset_by_email(owner: Tenant) -> None:
     client = Client()
     client.post(reverse("dashboard:password-reset"), {"email": "OWNER@example.com"})
+    wait_for_queued_mail()
     assert len(mail.outbox) == 1
-    link = re.search(r"https?://[^/]+(/password-reset/\S+/)", mail.outbox[0].body)
-    assert link, mail.outbox[0].body
-    form = client.get(link[1], follow=True)
+    link = _link("/password-reset/", mail.outbox[0].body)
+    form = client.get(link, follow=True)
     assert form.status_code == 200 and "Choose a new password" in form.content.decode()
     client.post(
         form.redirect_chain[-1][0],
@@ -104,12 +171,25 @@ def test_password_reset_by_email(owner: Tenant) -> None:
     assert Client().login(username="owner@example.com", password="a brand new passphrase")
 
 
-def test_unknown_email_sends_nothing_but_looks_the_same(db: None) -> None:
-    response = Client().post(
-        reverse("dashboard:password-reset"), {"email": "nobody@example.com"}, follow=True
-    )
-    assert "Check your email" in response.content.decode()
-    assert mail.outbox == []
+@pytest.mark.django_db(transaction=True)
+def test_unknown_email_sends_nothing_but_looks_and_takes_the_same(
+    owner: Tenant, settings: Any
+) -> None:
+    settings.EMAIL_BACKEND = f"{__name__}.SlowMail"
+
+    def answer(email: str) -> tuple[float, str]:
+        started = time.perf_counter()
+        response = Client().post(reverse("dashboard:password-reset"), {"email": email}, follow=True)
+        return time.perf_counter() - started, response.content.decode()
+
+    known_s, known_page = answer("owner@example.com")
+    unknown_s, unknown_page = answer("nobody@example.com")
+    assert without_nonce(known_page) == without_nonce(unknown_page)
+    assert "Check your email" in known_page
+    # The mail (300 ms of SMTP) is sent after the answer, so neither answer waits for it.
+    assert known_s < 0.25 and unknown_s < 0.25, (known_s, unknown_s)
+    wait_for_queued_mail()
+    assert [m.to for m in mail.outbox] == [["owner@example.com"]]
 
 
 def test_switch_between_workspaces(owner: Tenant, outsider: Tenant) -> None:

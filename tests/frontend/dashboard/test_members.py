@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from secrets_app import services
+from secrets_app.mail import wait_for_queued_mail
 from secrets_app.models import Invitation, Membership, User
 from tests.factories import Tenant
 from tests.frontend.dashboard.conftest import page
@@ -79,8 +80,9 @@ def test_invite_shows_the_link_once_and_emails_it(owner: Tenant, owner_client: C
     )
     html = response.content.decode()
     assert "no-store" in response["Cache-Control"]
-    assert 'class="copy-box"' in html and "We emailed the link to new@example.com" in html
+    assert 'class="copy-box"' in html and "on its way to new@example.com" in html
     path = LINK.search(html)[1]  # type: ignore[index]
+    wait_for_queued_mail()
     assert len(mail.outbox) == 1
     email = mail.outbox[0]
     assert email.to == ["new@example.com"] and "Acme" in email.subject
@@ -90,18 +92,20 @@ def test_invite_shows_the_link_once_and_emails_it(owner: Tenant, owner_client: C
     assert path not in listing
 
 
-def test_a_failed_email_still_leaves_the_link(
-    owner: Tenant, owner_client: Client, monkeypatch: pytest.MonkeyPatch
+def test_a_failed_email_still_leaves_the_link_and_logs_no_address(
+    owner: Tenant, owner_client: Client, monkeypatch: pytest.MonkeyPatch, caplog
 ) -> None:
     def refuse(*args: object, **kwargs: object) -> int:
-        raise OSError("connection refused")
+        raise OSError("connection refused for new@example.com")
 
-    monkeypatch.setattr("frontend.dashboard.members.send_mail", refuse)
+    monkeypatch.setattr("secrets_app.tasks.send_mail", refuse)
     response = owner_client.post(
         page(owner, "member-invite"), {"email": "new@example.com", "role": "member"}
     )
     html = response.content.decode()
-    assert "We could not send the email" in html and LINK.search(html)
+    assert "copy the link below" in html and LINK.search(html)
+    wait_for_queued_mail()
+    assert "mail not sent: OSError" in caplog.text and "new@example.com" not in caplog.text
 
 
 def test_invite_form_errors(owner: Tenant, member: Tenant, owner_client: Client) -> None:
@@ -113,6 +117,7 @@ def test_invite_form_errors(owner: Tenant, member: Tenant, owner_client: Client)
         page(owner, "member-invite"), {"email": "member@example.com", "role": "member"}
     )
     assert "member@example.com is already a member of this workspace." in again.content.decode()
+    wait_for_queued_mail()
     assert not Invitation.objects.exists() and mail.outbox == []
 
 
@@ -130,6 +135,7 @@ def test_revoke_an_invitation(owner: Tenant, owner_client: Client) -> None:
 
 def test_invitation_end_to_end(owner: Tenant, owner_client: Client) -> None:
     _invite(owner_client, owner, "newbie@example.com")
+    wait_for_queued_mail()
     path = LINK.search(mail.outbox[0].body)[1]  # type: ignore[index]
     browser = Client()
     landing = browser.get(path).content.decode()
@@ -143,6 +149,14 @@ def test_invitation_end_to_end(owner: Tenant, owner_client: Client) -> None:
     response = browser.post(
         signup_link,
         {"email": "newbie@example.com", "password": "correct horse battery", "next": path},
+    )
+    assert "Check your email" in response.content.decode()
+    wait_for_queued_mail()
+    verify = re.search(r"https?://[^/]+(/verify-email/\S+/)", mail.outbox[-1].body)
+    assert verify is not None and browser.get(verify[1]).status_code == 302
+    response = browser.post(
+        f"{reverse('dashboard:login')}?next={path}",
+        {"username": "newbie@example.com", "password": "correct horse battery", "next": path},
     )
     assert response["Location"] == path
     join = browser.get(path).content.decode()
@@ -248,11 +262,13 @@ def test_the_outsider_sees_nothing(
     data: dict[str, str],
 ) -> None:
     _invite(owner_client, owner, "pending@example.com")
+    wait_for_queued_mail()
     sent = len(mail.outbox)
     response = getattr(outsider_client, method)(page(owner, name, *_args(owner, name)), data)
     assert response.status_code == 404
     assert "owner@example.com" not in response.content.decode()
     assert _state(owner) == _expected_state(owner)
+    wait_for_queued_mail()
     assert len(mail.outbox) == sent
     # Through their own workspace's URLs, the owner's rows are just as unknown.
     if name in ("member-role", "member-remove", "invitation-revoke"):
@@ -284,3 +300,24 @@ def _expected_state(tenant: Tenant, admin: User | None = None) -> tuple[object, 
     if admin is not None:
         members.append((admin.email, "admin"))
     return tuple(sorted(members)), (("pending@example.com", None),)
+
+
+def test_removing_a_member_offers_to_revoke_the_keys_they_made(
+    owner: Tenant, member: Tenant, owner_client: Client
+) -> None:
+    from secrets_app.audit import Actor
+    from secrets_app.models import ApiKey
+
+    target = Membership.objects.get(workspace=owner.workspace, user=member.user)
+    services.membership_set_role(membership=target, role="admin")
+    key, _ = services.api_key_create(
+        workspace=owner.workspace, kind="secret", label="theirs", actor=Actor(user=member.user)
+    )
+    confirm = owner_client.get(page(owner, "member-remove", target.pk)).content.decode()
+    assert key.display in confirm and 'name="revoke_keys"' in confirm
+    response = owner_client.post(
+        page(owner, "member-remove", target.pk), {"revoke_keys": "1"}, follow=True
+    )
+    assert "and 1 of their API keys revoked" in response.content.decode()
+    assert ApiKey.objects.get(pk=key.pk).status() == "revoked"
+    assert ApiKey.objects.filter(workspace=owner.workspace, revoked_at__isnull=True).count() == 2

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
 
+import redis
+from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
 from secrets_app import services as secret_services
 from secrets_app.models import ApiKey
+from sessions_app import live as sessions_live
 from sessions_app import services
 from sessions_app.models import Agent, Session
 from tests.factories import Tenant
@@ -43,7 +47,25 @@ def record(
         started_at=started, ended_at=ended, close_code=None if live else close_code
     )
     session.refresh_from_db()
+    if live:  # its process holds it, as a running session's host does
+        hold(tenant, session, held=True)
     return session
+
+
+def hold(tenant: Tenant, session: Session, *, held: bool) -> None:
+    """Give a live record the lease its process would hold (or take it away)."""
+    pool, session_id = sessions_live.workspace_pool(tenant.workspace.pk), session.public_id.hex
+    if settings.REDIS_URL:
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        if held:
+            client.zadd(pool, {session_id: time.time() + sessions_live.LEASE_S})
+        else:
+            client.zrem(pool, session_id)
+        client.close()
+    elif held:
+        sessions_live._memory.setdefault(pool, {})[session_id] = time.time() + 90
+    else:
+        sessions_live._memory.get(pool, {}).pop(session_id, None)
 
 
 def listed(response: Any) -> set[str]:
@@ -282,3 +304,14 @@ def test_the_wire_spelling_of_a_session_id_opens_it_too(owner, owner_client) -> 
     assert owner_client.get(hex_url).status_code == 200
     not_an_id = hex_url.replace(session.public_id.hex, "0" * 31 + "-")
     assert owner_client.get(not_an_id).status_code == 404
+
+
+def test_a_live_record_no_process_holds_is_closed_as_ended_by_a_restart(
+    owner: Tenant, owner_client: Client
+) -> None:
+    orphan = record(owner, live=True)
+    hold(owner, orphan, held=False)  # the platform restarted: no process holds it
+    html = owner_client.get(page(owner, "sessions")).content.decode()
+    orphan.refresh_from_db()
+    assert orphan.ended_at is not None and orphan.close_code == 1012
+    assert "Ended by a platform restart" in html

@@ -1,0 +1,66 @@
+"""The OpenAPI schema says what every response is, errors included.
+
+Every operation documents the JSON error shape for the answers any request may get: 401
+(no or a bad key), 403 (a scope the key lacks), 429 (``Retry-After``), 400 for requests with
+a body, 404 for paths with an id. ``tests/test_openapi.py`` checks real responses against
+it with schemathesis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
+from rest_framework import serializers
+
+
+class ErrorDetail(serializers.Serializer):  # type: ignore[type-arg]
+    code = serializers.CharField(help_text="invalid, not_found, throttled, missing_scope, …")
+    message = serializers.CharField(help_text="What is wrong, naming the field if there is one.")
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="For `invalid`: the messages per field.",
+    )
+
+
+class ErrorOutput(serializers.Serializer):  # type: ignore[type-arg]
+    error = ErrorDetail()
+
+
+_ERRORS = {
+    "401": "No key, or an unknown, revoked or expired one (or a pk_ key).",
+    "403": "The key lacks the scope this operation needs.",
+    "429": "Too many requests: wait the seconds in `Retry-After`.",
+}
+
+
+class ApiSchema(AutoSchema):
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        responses: dict[str, Any] = super()._get_response_bodies(direction)
+        if direction != "response" or not self.path.startswith("/api/v1/"):
+            return responses
+        errors = dict(_ERRORS)
+        if self.method in ("POST", "PUT", "PATCH") or hasattr(self.view, "paginator_class"):
+            errors["400"] = "The request is invalid: `message` names the field."
+        if "{" in self.path:
+            errors["404"] = "No such object in this workspace."
+        for code, description in errors.items():
+            if code not in responses:
+                response = self._get_response_for_code(ErrorOutput, code, direction=direction)
+                responses[code] = {**response, "description": description}
+        return responses
+
+
+class SecretKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    target_class = "secrets_app.authentication.SecretKeyAuthentication"
+    name = "secretKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        scheme: dict[str, Any] = build_bearer_security_scheme_object(
+            header_name="Authorization", token_prefix="Bearer"
+        )
+        scheme["description"] = "A secret key: `Authorization: Bearer sk_…`."
+        return scheme

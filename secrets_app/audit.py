@@ -1,0 +1,69 @@
+"""The audit log: who changed what, when, and from where, for a workspace's owners.
+
+Services write an event for every security-relevant change (keys, secrets, agents and
+their handlers, members, the workspace). The caller says who acts with an ``Actor``: the
+dashboard user, the API key, or ``SYSTEM`` (management commands, the platform itself).
+Events never hold secret values, key plaintexts or handler source, only what changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from secrets_app.models import ApiKey, AuditEvent, User, Workspace
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+
+@dataclass(frozen=True)
+class Actor:
+    user: User | None = None
+    key: ApiKey | None = None
+    address: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.user is not None:
+            return self.user.email
+        if self.key is not None:
+            return f"API key {self.key.display}"
+        return "system"
+
+
+SYSTEM = Actor()
+
+
+def actor_for_request(request: HttpRequest) -> Actor:
+    """The person logged in to the dashboard, or the secret key of an API request."""
+    from platform_site.client_address import request_address
+
+    key = getattr(request, "auth", None)
+    user = getattr(request, "user", None)
+    address = request_address(request)
+    if isinstance(key, ApiKey):
+        return Actor(key=key, address=address)
+    if isinstance(user, User) and user.is_authenticated:
+        return Actor(user=user, address=address)
+    return Actor(address=address)
+
+
+def audit_record(
+    *,
+    workspace: Workspace,
+    actor: Actor,
+    action: str,
+    target: str = "",
+    details: dict[str, Any] | None = None,
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        workspace=workspace,
+        actor_user=actor.user,
+        actor_key=actor.key,
+        actor_label=actor.label[:255],
+        action=action,
+        target=target[:255],
+        details=details or {},
+        address=actor.address[:64],
+    )
