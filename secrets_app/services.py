@@ -420,7 +420,8 @@ def secret_update_hosts(
     audit_record(
         workspace=secret.workspace, actor=actor, action="secret.access_changed",
         target=secret.name,
-        details={"allowed_hosts": secret.allowed_hosts, "readable_by_code": secret.readable_by_code},
+        details={"allowed_hosts": secret.allowed_hosts,
+                 "readable_by_code": secret.readable_by_code},
     )  # fmt: skip
     return secret
 

@@ -498,6 +498,7 @@ def test_vocabulary_lines_empty_reply_and_voice_are_checked_and_saved(
     assert "at most 50 characters" in field_errors(long_term.content.decode(), "id_vocabulary")
 
 
+@pytest.mark.postgres  # SQLite's shared in-memory test database locks whole tables
 @pytest.mark.django_db(transaction=True)
 def test_saves_at_the_same_moment_through_the_api_and_the_dashboard(owner: Tenant) -> None:
     """Two saves at once used to crash the web process (V8 on two request threads)."""
