@@ -60,14 +60,14 @@ async def test_connections_per_key_and_address_are_limited(tenant, settings):
     settings.WS_CONNECTIONS_PER_MINUTE = 3
     for _ in range(3):
         async with Client(url(tenant.publishable_key), address="203.0.113.5") as client:
-            await client.send({"type": "ping", "t": 1})
+            await client.send({"type": "text", "text": "hello?"})  # before configure
             assert (await client.next())["code"] == "not_configured"
     async with Client(url(tenant.publishable_key), address="203.0.113.5") as abuser:
         error = await abuser.next()
         assert (error["code"], await abuser.closed()) == ("too_many_connections", 4029)
         assert "try again in" in error["message"]
     async with Client(url(tenant.publishable_key), address="198.51.100.9") as user:
-        await user.send({"type": "ping", "t": 1})
+        await user.send({"type": "text", "text": "hello?"})
         assert (await user.next())["code"] == "not_configured"  # open, not refused
 
 
