@@ -252,6 +252,7 @@ SPECTACULAR_SETTINGS = {
 
 # Product limits (all in the README's "Limits" table).
 SECRET_VALUE_MAX_BYTES = env_int("SECRET_VALUE_MAX_BYTES", 64 * 1024, minimum=1)
+SECRETS_PER_WORKSPACE_MAX = env_int("SECRETS_PER_WORKSPACE_MAX", 100, minimum=1)
 SESSION_LIMIT_PER_WORKSPACE = env_int("SESSION_LIMIT_PER_WORKSPACE", 20, minimum=1)
 API_KEY_LAST_USED_PRECISION_S = env_float("API_KEY_LAST_USED_PRECISION_S", 60.0)
 # Realtime sessions, per publishable key and client address: new sockets a minute, and
@@ -351,6 +352,8 @@ for _kind, _name in (("stt", STT_PROVIDER), ("tts", TTS_PROVIDER)):
         raise ImproperlyConfigured(f"{_kind.upper()}_PROVIDER={_name!r}: use one of {_known}")
 TOOL_RUNNER = env_str("TOOL_RUNNER", "sandbox")
 MAX_TOOL_STEPS = env_int("MAX_TOOL_STEPS", 5, minimum=1)
+# Tool calls one LLM step may make; more fail at once (tell the model to call fewer).
+MAX_TOOL_CALLS_PER_STEP = env_int("MAX_TOOL_CALLS_PER_STEP", 8, minimum=1)
 CLIENT_TOOL_TIMEOUT_S = env_float("CLIENT_TOOL_TIMEOUT_S", 10.0)
 CONFIGURE_TIMEOUT_S = env_float("CONFIGURE_TIMEOUT_S", 10.0)
 # Seconds a session waits for `resume` after an unclean disconnect.
@@ -373,6 +376,7 @@ SANDBOX_MAX_CONCURRENT_FETCHES = env_int("SANDBOX_MAX_CONCURRENT_FETCHES", 6, mi
 SANDBOX_MAX_RESULT_BYTES = env_int("SANDBOX_MAX_RESULT_BYTES", 64 * 1024, minimum=1024)
 SANDBOX_MAX_CONSOLE_BYTES = env_int("SANDBOX_MAX_CONSOLE_BYTES", 16 * 1024, minimum=0)
 SANDBOX_FETCH_MAX_BYTES = env_int("SANDBOX_FETCH_MAX_MB", 5, minimum=1) * 1024 * 1024
+SANDBOX_FETCH_MAX_REQUEST_BYTES = env_int("SANDBOX_FETCH_MAX_REQUEST_KB", 1024, minimum=1) * 1024
 SANDBOX_FETCH_TIMEOUT_S = env_float("SANDBOX_FETCH_TIMEOUT_S", 10.0)
 SANDBOX_EGRESS_PORTS = env_int_list("SANDBOX_EGRESS_PORTS", [80, 443])
 SANDBOX_EGRESS_ALLOW_PRIVATE = env_bool("SANDBOX_EGRESS_ALLOW_PRIVATE", False)

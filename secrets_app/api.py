@@ -236,14 +236,15 @@ class SecretListCreateApi(APIView):
         data = SecretCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        secret, created = services.secret_set(
-            actor=actor_for_request(request),
-            workspace=request_workspace(request),
-            name=values["name"],
-            value=values["value"],
-            allowed_hosts=values.get("allowed_hosts", []),
-            readable_by_code=values["readable_by_code"],
-        )
+        with django_errors_as_drf():
+            secret, created = services.secret_set(
+                actor=actor_for_request(request),
+                workspace=request_workspace(request),
+                name=values["name"],
+                value=values["value"],
+                allowed_hosts=values.get("allowed_hosts", []),
+                readable_by_code=values["readable_by_code"],
+            )
         return _secret_saved(secret, created)
 
 
@@ -260,14 +261,15 @@ class SecretDetailApi(APIView):
         data = SecretValueInput(data=request.data)
         data.is_valid(raise_exception=True)
         clean_with(validate_secret_name, name)
-        secret, created = services.secret_set(
-            actor=actor_for_request(request),
-            workspace=request_workspace(request),
-            name=name,
-            value=data.validated_data["value"],
-            allowed_hosts=data.validated_data.get("allowed_hosts", []),
-            readable_by_code=data.validated_data["readable_by_code"],
-        )
+        with django_errors_as_drf():
+            secret, created = services.secret_set(
+                actor=actor_for_request(request),
+                workspace=request_workspace(request),
+                name=name,
+                value=data.validated_data["value"],
+                allowed_hosts=data.validated_data.get("allowed_hosts", []),
+                readable_by_code=data.validated_data["readable_by_code"],
+            )
         return _secret_saved(secret, created)
 
     @extend_schema(request=SecretHostsInput, responses=SecretOutput)

@@ -364,6 +364,17 @@ def _seal(*, workspace_id: int, name: str, value: str) -> tuple[str, bytes]:
     )
 
 
+def _check_room(workspace: Workspace, name: str) -> None:
+    """A workspace's secrets are counted: every fetch of its tools is checked against all
+    of them, so their number has a ceiling."""
+    limit = settings.SECRETS_PER_WORKSPACE_MAX
+    others = Secret.objects.filter(workspace=workspace).exclude(name=name)
+    if others.count() >= limit:
+        raise ValidationError(
+            {"name": [f"a workspace has at most {limit} secrets; delete one you no longer use"]}
+        )
+
+
 @transaction.atomic
 def secret_set(
     *,
@@ -381,6 +392,7 @@ def secret_set(
     """
     validate_secret_name(name)
     validate_secret_value(value)
+    _check_room(workspace, name)
     key_id, ciphertext = _seal(workspace_id=workspace.pk, name=name, value=value)
     defaults: dict[str, object] = {
         "ciphertext": ciphertext,

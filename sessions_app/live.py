@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 
 LEASE_S = 90.0
+REDIS_CONNECTIONS_PER_LOOP = 100
 
 # Atomically: drop expired leases, refuse past the limit, else add this session.
 _ACQUIRE = """
@@ -38,7 +39,12 @@ def redis_client() -> aioredis.Redis:
     """This event loop's client for ``settings.REDIS_URL`` (a client is bound to its loop)."""
     loop = asyncio.get_running_loop()
     if loop not in _clients:
-        _clients[loop] = aioredis.Redis.from_url(settings.REDIS_URL)
+        # A burst beyond the pool's connections waits for one (up to 10 s) instead of
+        # failing at once, which redis-py's default pool does.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            settings.REDIS_URL, max_connections=REDIS_CONNECTIONS_PER_LOOP, timeout=10
+        )
+        _clients[loop] = aioredis.Redis(connection_pool=pool)
     return _clients[loop]
 
 

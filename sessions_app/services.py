@@ -69,21 +69,33 @@ def _declared_tools(tools: list[Any]) -> list[protocol.ToolDeclaration]:
     return declared
 
 
-def agent_tools_clean(tools: list[Any], *, reads_secrets: bool = False) -> list[dict[str, Any]]:
+def agent_tools_clean(
+    tools: list[Any],
+    *,
+    reads_secrets: bool = False,
+    saved: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Tools as stored: validated, with the hash that pins each saved handler.
 
     ``reads_secrets``: the one saving may read secret values (an owner or admin, a
-    secret API key): their pinned handlers see the values of secrets marked readable by
-    code. Anyone else's handlers only ever hold references.
+    secret API key). A handler this save writes or changes is theirs: pinned with that
+    right. A handler it leaves as it was in ``saved`` keeps the right it had, so saving an
+    agent never hands secret values to code somebody else wrote.
     """
     if any("\x00" in text for text in protocol.strings_in(tools)):  # jsonb cannot hold NUL
         raise ValidationError("tools: text must not contain NUL characters")
+    kept = {
+        t["handler_sha256"]: t.get("reads_secrets") is True
+        for t in saved or []
+        if t.get("handler_sha256")
+    }
     pinned = []
     for declared in _declared_tools(tools):
         tool = declared.model_dump(by_alias=True, exclude_none=True)
         if declared.handler is not None:
-            tool["handler_sha256"] = handler_sha256(declared.handler)
-            tool["reads_secrets"] = reads_secrets
+            digest = handler_sha256(declared.handler)
+            tool["handler_sha256"] = digest
+            tool["reads_secrets"] = kept.get(digest, reads_secrets)
         pinned.append(tool)
     return pinned
 
@@ -173,7 +185,7 @@ def agent_update(
             raise TypeError(f"unknown agent field {name!r}")
         setattr(agent, name, value)
     if tools is not None:
-        agent.tools = agent_tools_clean(tools, reads_secrets=reads_secrets)
+        agent.tools = agent_tools_clean(tools, reads_secrets=reads_secrets, saved=agent.tools)
     agent.updated_at = timezone.now()
     agent = _save(agent)
     _audit_agent(agent, actor, "agent.updated", before)

@@ -232,6 +232,8 @@ def session_plan_build(
         empty_reply=pick("empty_reply", agent.empty_reply if agent else "") or DEFAULT_EMPTY_REPLY,
         max_tool_steps=settings.MAX_TOOL_STEPS,
         client_tool_timeout=settings.CLIENT_TOOL_TIMEOUT_S,
+        server_tool_timeout=settings.SANDBOX_WALL_TIME_S,
+        max_tool_calls_per_step=settings.MAX_TOOL_CALLS_PER_STEP,
         locked_variables=locked,
         context_notes_max=settings.CONTEXT_NOTES_MAX,
         llm_request_max_bytes=settings.LLM_REQUEST_MAX_BYTES,

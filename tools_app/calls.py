@@ -36,6 +36,8 @@ class SandboxLimits:
     max_fetches: int = 50
     max_concurrent_fetches: int = 6
     """More fetches than this wait for a free slot."""
+    max_request_bytes: int = 1024 * 1024
+    """The body of one fetch request."""
     max_result_bytes: int = 64 * 1024
     max_console_bytes: int = 16 * 1024
 
@@ -50,6 +52,7 @@ class SandboxLimits:
             "heapBytes": self.heap_bytes,
             "maxResultBytes": self.max_result_bytes,
             "maxConsoleBytes": self.max_console_bytes,
+            "maxRequestBytes": self.max_request_bytes,
         }
 
 

@@ -177,7 +177,9 @@ async def fetch(
         error = exc
     message = refs.mask_secret_values(str(error), session.secrets)
     if isinstance(error, EgressDenied):
-        logger.info("fetch refused: %s", message)
+        # Never the message: the handler chose the host and URL it names, and may have
+        # put a tool argument there. The handler itself gets the message.
+        logger.info("fetch refused by the egress policy")
     raise type(error)(message) from None
 
 
@@ -219,7 +221,6 @@ class _Outgoing:
     headers: list[tuple[str, str]]
     body: bytes | None
     secret_headers: frozenset[str]  # lower-case names of headers that carry a secret
-    carried: tuple[SecretBinding, ...] = ()  # secrets whose values this request carries
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,8 @@ def _written_texts(hop: _Hop) -> list[str]:
     return texts
 
 
-def _with_secrets(hop: _Hop, secrets: Sequence[SecretBinding], policy: EgressPolicy) -> _Outgoing:
+def _with_secrets(hop: _Hop, scanner: refs.Scanner, policy: EgressPolicy) -> _Outgoing:
+    secrets = scanner.secrets
     host = hop.target.host
     written = _written_texts(hop)
     used = [s for s in secrets if any(s.reference in text for text in written)]
@@ -312,35 +314,28 @@ def _with_secrets(hop: _Hop, secrets: Sequence[SecretBinding], policy: EgressPol
     body = refs.expand_in_body(hop.body, content_type, used) if hop.body else hop.body
     if _parse_target(url, policy).origin != hop.target.origin:
         raise EgressDenied(f"secrets may not be used in the scheme, host or port ({host})")
-    sent = _sent_texts(host, url, headers, body)
-    carried = list(used)
-    for binding in secrets:
-        if binding in used or not refs.carries_value(sent, binding):
-            continue
-        if not host_allowed(binding.allowed_hosts, host):
+    for binding in scanner.found(_sent_texts(host, url, headers, body)):
+        # A value in the request the proxy did not put there: a readable one, spelled by
+        # the handler itself.
+        if binding not in used and not host_allowed(binding.allowed_hosts, host):
             raise _secret_denied(binding, host)
-        carried.append(binding)  # a readable value, spelled by the handler itself
     carrying = frozenset(
         name.lower()
         for (name, value), (_, original) in zip(headers, hop.headers, strict=True)
-        if value != original or _spells_any(refs.header_texts(value), carried)
+        if value != original or scanner.found(refs.header_texts(value))
     )
-    return _Outgoing(url, headers, body, carrying, tuple(carried))
-
-
-def _spells_any(texts: list[str], secrets: Sequence[SecretBinding]) -> bool:
-    return any(refs.carries_value(texts, binding) for binding in secrets)
+    return _Outgoing(url, headers, body, carrying)
 
 
 def _sent_texts(
     host: str, url: httpx.URL, headers: list[tuple[str, str]], body: bytes | None
-) -> list[str]:
+) -> list[str | bytes]:
     """Everything a request puts on the wire, decoded where the proxy or a server decodes."""
-    texts = [host, str(url), unquote(str(url))]
+    texts: list[str | bytes] = [host, str(url), unquote(str(url))]
     for name, value in headers:
         texts.extend(f"{name}: {text}" for text in refs.header_texts(value))
     if body:
-        texts.append(body.decode("utf-8", "replace"))
+        texts.append(body)
     return texts
 
 
@@ -409,15 +404,18 @@ class _Session:
     resolver: Resolver
     client: httpx.AsyncClient | None
 
+    def __post_init__(self) -> None:
+        self.scanner = refs.Scanner(self.secrets)
+
     async def follow(self, hop: _Hop) -> FetchResponse:
         redirects = 0
         while True:
-            outgoing = _with_secrets(hop, self.secrets, self.policy)
+            outgoing = _with_secrets(hop, self.scanner, self.policy)
             address = await _vetted_address(hop.target, self.resolver, self.policy)
             reply = await self.exchange(hop, outgoing, address)
             location = dict(reply.headers).get("location")
             if reply.status not in REDIRECT_STATUSES or location is None:
-                return self.response(hop, outgoing, reply)
+                return self.response(hop, reply)
             if redirects == self.policy.max_redirects:
                 raise EgressDenied(
                     f"{hop.target.host} redirected more than {self.policy.max_redirects} times"
@@ -487,15 +485,15 @@ class _Session:
                 raise EgressDenied(f"response from {host} is larger than {_size(limit)}")
         return bytes(body)
 
-    def response(self, hop: _Hop, outgoing: _Outgoing, reply: _Reply) -> FetchResponse:
-        """What a request carried comes back as references, never as values, in every
-        spelling the proxy applied or a server may echo."""
-        carried = outgoing.carried
+    def response(self, hop: _Hop, reply: _Reply) -> FetchResponse:
+        """Secret values come back as references, never as values, in every spelling the
+        proxy applies or a server may echo: whether or not this request carried one (a
+        handler could store a value at an allowed host, then read it back)."""
 
         def mask(text: str) -> str:
-            return refs.mask_values(text, carried, lambda s: s.reference)
+            return self.scanner.mask(text, lambda s: s.reference)
 
-        body = refs.mask_bytes(reply.body, carried) if carried else reply.body
+        body = self.scanner.mask_bytes(reply.body, lambda s: s.reference)
         headers = [(name, mask(value)) for name, value in reply.headers]
         return FetchResponse(reply.status, headers, body, mask(str(hop.target.url)))
 

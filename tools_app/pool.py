@@ -319,6 +319,10 @@ class _Fetches:
         if not is_fetch_request(request):
             self._answer(fetch_id, error="invalid fetch request")
             return
+        limit = self._limits.max_request_bytes
+        if len((request.get("body") or "").encode("utf-8", "surrogatepass")) > limit:
+            self._answer(fetch_id, error=f"fetch: the body is larger than {limit // 1024} KB")
+            return
         self.count += 1
         task = asyncio.create_task(self._fetch(fetch_id, request))
         self._tasks.add(task)

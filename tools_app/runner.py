@@ -78,7 +78,7 @@ class SandboxToolRunner(ToolRunner):
         try:
             async with fairness.workspace_slot(
                 workspace_id=invocation.workspace_id,
-                call_id=invocation.call_id,
+                member=f"{invocation.session_id}:{invocation.call_id}",
                 limit=settings.SANDBOX_WORKSPACE_CONCURRENCY,
                 hold_s=deadline + DEADLINE_MARGIN_S,
                 wait_s=deadline,

@@ -1953,6 +1953,14 @@
     request.method = method;
     request.headers = ArrayMap(headerList(headers), (pair) => [pair[0], pair[1]]);
     request.body = body === null ? null : StringToWellFormed(body);
+    const limit = config.maxRequestBytes;
+    const sent = request.body;
+    // Every UTF-16 code unit takes at least one UTF-8 byte, at most three.
+    if (sent !== null && (sent.length > limit
+      || (sent.length * 3 > limit && utf8Encode(sent).length > limit))) {
+      throw new TypeErrorCtor(
+        `fetch: the body is larger than ${MathFloor(limit / 1024)} KB`);
+    }
     return request;
   };
   const makeResponse = (payload) => {

@@ -27,6 +27,8 @@ from functools import lru_cache
 from secrets import token_hex
 from urllib.parse import quote, quote_plus
 
+import ahocorasick_rs
+
 # Shorter values would match ordinary text.
 MIN_SCANNED_SECRET_LENGTH = 4
 _BASE64_TOKEN = re.compile(r"^(?:([A-Za-z][A-Za-z0-9._~+/-]*) +)?([A-Za-z0-9+/_-]{8,}={0,2})$")
@@ -64,41 +66,99 @@ def _base64_runs(data: bytes) -> set[str]:
     return runs
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1024)
 def spellings(value: str) -> frozenset[str]:
     """Every way the proxy writes ``value`` or a server may echo it back."""
+    percent = quote(value, safe="")
     texts = {
         value,
-        quote(value, safe=""),
+        value.lower(),  # as a host name carries it
+        percent,
+        _lower_escapes(percent),
         quote_plus(value),
+        _lower_escapes(quote_plus(value)),
         json.dumps(value)[1:-1],
+        _upper_escapes(json.dumps(value)[1:-1]),
         json.dumps(value, ensure_ascii=False)[1:-1],
     }
     found = set(texts)
     for text in texts:
         found |= _base64_runs(text.encode("utf-8"))
-    found.add(value.encode("utf-8").hex())
-    found.add(value[::-1])
+    hexed = value.encode("utf-8").hex()
+    found |= {hexed, hexed.upper(), value[::-1]}
     return frozenset(form for form in found if len(form) >= MIN_SCANNED_SECRET_LENGTH)
+
+
+def _upper_escapes(text: str) -> str:
+    """``\\u00e9`` spelled ``\\u00E9``, as some JSON encoders write it."""
+    return re.sub(r"\\u[0-9a-f]{4}", lambda m: "\\u" + m[0][2:].upper(), text)
+
+
+def _lower_escapes(text: str) -> str:
+    """``%2F`` spelled ``%2f``, as some servers echo it."""
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), text)
 
 
 def _scanned(secrets: Iterable[SecretBinding]) -> list[SecretBinding]:
     return [s for s in secrets if len(s.value) >= MIN_SCANNED_SECRET_LENGTH]
 
 
-@lru_cache(maxsize=256)
-def _pattern(forms: frozenset[str]) -> re.Pattern[str]:
-    ordered = sorted(forms, key=len, reverse=True)
-    return re.compile("|".join(map(re.escape, ordered)), re.IGNORECASE)
+@lru_cache(maxsize=64)
+def _automaton(values: tuple[str, ...]) -> tuple[ahocorasick_rs.BytesAhoCorasick, list[int]]:
+    """One Aho-Corasick automaton for every spelling of every value: a text is scanned
+    once, in linear time, however many secrets a workspace has (a handler's 1 MB body
+    must not cost its parent a second of CPU per secret)."""
+    patterns: list[bytes] = []
+    owners: list[int] = []
+    for index, value in enumerate(values):
+        for form in sorted(spellings(value)):
+            patterns.append(form.encode("utf-8"))
+            owners.append(index)
+    leftmost_longest = ahocorasick_rs.MatchKind.LeftmostLongest
+    return ahocorasick_rs.BytesAhoCorasick(patterns, matchkind=leftmost_longest), owners
+
+
+class Scanner:
+    """Finds and masks the values of a set of secrets in any spelling."""
+
+    def __init__(self, secrets: Sequence[SecretBinding]) -> None:
+        self.secrets = _scanned(secrets)
+        values = tuple(binding.value for binding in self.secrets)
+        self._automaton, self._owners = _automaton(values) if values else (None, [])
+
+    def _matches(self, data: bytes) -> list[tuple[int, int, int]]:
+        if self._automaton is None or not data:
+            return []
+        return self._automaton.find_matches_as_indexes(data)
+
+    def found(self, texts: Iterable[str | bytes]) -> list[SecretBinding]:
+        """The secrets whose value any of ``texts`` spells."""
+        hits: set[int] = set()
+        for text in texts:
+            data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+            hits.update(self._owners[pattern] for pattern, _, _ in self._matches(data))
+        return [self.secrets[index] for index in sorted(hits)]
+
+    def mask_bytes(self, data: bytes, mask: Callable[[SecretBinding], str]) -> bytes:
+        matches = self._matches(data)
+        if not matches:
+            return data
+        out, last = [], 0
+        for pattern, start, end in matches:
+            out += [data[last:start], mask(self.secrets[self._owners[pattern]]).encode("utf-8")]
+            last = end
+        out.append(data[last:])
+        return b"".join(out)
+
+    def mask(self, text: str, mask: Callable[[SecretBinding], str]) -> str:
+        data = text.encode("utf-8", "surrogatepass")
+        return self.mask_bytes(data, mask).decode("utf-8", "surrogatepass")
 
 
 def mask_values(
     text: str, secrets: Sequence[SecretBinding], mask: Callable[[SecretBinding], str]
 ) -> str:
-    for binding in _scanned(secrets):
-        literal = mask(binding).replace("\\", r"\\")  # a replacement, not a template
-        text = _pattern(spellings(binding.value)).sub(literal, text)
-    return text
+    return Scanner(secrets).mask(text, mask)
 
 
 def mask_secret_values(text: str, secrets: Sequence[SecretBinding]) -> str:
@@ -109,21 +169,9 @@ def mask_secret_values(text: str, secrets: Sequence[SecretBinding]) -> str:
     return text
 
 
-def mask_bytes(body: bytes, secrets: Sequence[SecretBinding]) -> bytes:
-    """A response body with every spelling of these values turned into their references."""
-    for binding in _scanned(secrets):
-        forms = sorted(spellings(binding.value), key=len, reverse=True)
-        pattern = re.compile(b"|".join(re.escape(f.encode("utf-8")) for f in forms), re.IGNORECASE)
-        body = pattern.sub(binding.reference.encode("ascii"), body)
-    return body
-
-
 def carries_value(texts: Iterable[str], binding: SecretBinding) -> bool:
     """Whether any of ``texts`` spells this secret's value."""
-    if len(binding.value) < MIN_SCANNED_SECRET_LENGTH:
-        return False
-    pattern = _pattern(spellings(binding.value))
-    return any(pattern.search(text) for text in texts)
+    return bool(Scanner([binding]).found(texts))
 
 
 # --- expansion: references become values, in the spelling each place needs -----------

@@ -103,6 +103,7 @@ def _limits(run: ToolRun) -> SandboxLimits:
         heap_bytes=settings.SANDBOX_HEAP_BYTES,
         max_fetches=settings.SANDBOX_MAX_FETCHES,
         max_concurrent_fetches=settings.SANDBOX_MAX_CONCURRENT_FETCHES,
+        max_request_bytes=settings.SANDBOX_FETCH_MAX_REQUEST_BYTES,
         max_result_bytes=settings.SANDBOX_MAX_RESULT_BYTES,
         max_console_bytes=settings.SANDBOX_MAX_CONSOLE_BYTES,
     )

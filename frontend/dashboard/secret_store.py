@@ -137,15 +137,19 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     form = CreateForm(request.POST or None, scope=scope)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        secret, _ = services.secret_set(
-            actor=actor_for_request(request),
-            workspace=scope.workspace,
-            name=data["name"],
-            value=data["value"],
-            **form.access(),
-        )
-        messages.success(request, f"Secret {secret.name} saved.")
-        return redirect("dashboard:secrets", scope.workspace.pk)
+        try:
+            secret, _ = services.secret_set(
+                actor=actor_for_request(request),
+                workspace=scope.workspace,
+                name=data["name"],
+                value=data["value"],
+                **form.access(),
+            )
+        except ValidationError as error:
+            form.add_error("name", readable(error))
+        else:
+            messages.success(request, f"Secret {secret.name} saved.")
+            return redirect("dashboard:secrets", scope.workspace.pk)
     return render_page(
         request, scope, "dashboard/secrets_new.html", {"form": form}, section=SECTION
     )

@@ -25,7 +25,7 @@ class ToolDefinition:
     parameters: dict[str, Any] = field(default_factory=_object_schema)
     handler: str | None = None  # JavaScript source of a server tool
     client: bool = False
-    timeout_s: float | None = None  # None: the session's client_tool_timeout
+    timeout_s: float | None = None  # None: the session's client or server tool timeout
     pinned: bool = False
     reads_secrets: bool = False
 
@@ -49,6 +49,8 @@ class SessionConfig:
     max_tool_steps: int = 5  # LLM rounds per turn
     tts_sample_rate: int = 24_000
     client_tool_timeout: float = 10.0
+    server_tool_timeout: float = 30.0  # the sandbox's wall time
+    max_tool_calls_per_step: int = 8
     # While the agent speaks, the user's speech interrupts it only once its transcript has
     # this many words (that are not all backchannels like "mm-hmm" or "okay"); 0: at once.
     barge_in_min_words: int = 1

@@ -48,6 +48,7 @@ class Turn:
     sentences: list[Sentence] = field(default_factory=list)
     message: dict[str, Any] | None = None  # the final assistant message, once committed
     client_calls: set[str] = field(default_factory=set)
+    tool_result_bytes: int = 0  # what this turn's tool results add to its LLM requests
     audio_ms: float = 0.0  # audio sent so far
     first_audio_at: float | None = None
     playback_end: float = 0.0  # when the client will have played all of it (estimate)

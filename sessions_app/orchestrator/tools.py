@@ -55,9 +55,10 @@ class ToolCalls(SessionCore):
         turn.steps.extend(f"Using {c.name}" for c in calls)
         assert turn.metrics is not None
         turn.metrics.tool_calls += len(calls)
+        limit = self.config.max_tool_calls_per_step
         async with asyncio.TaskGroup() as group:  # a cancelled turn cancels every call
-            for call, message in zip(calls, messages, strict=True):
-                group.create_task(self._run_tool(turn, call, message))
+            for index, (call, message) in enumerate(zip(calls, messages, strict=True)):
+                group.create_task(self._run_tool(turn, call, message, over_limit=index >= limit))
 
     def _unique_call_id(self, call_id: str) -> str:
         # Some models number calls "0", "1"… every round; the browser needs them unique.
@@ -69,10 +70,17 @@ class ToolCalls(SessionCore):
         self._used_call_ids.add(unique)
         return unique
 
-    async def _run_tool(self, turn: Turn, call: ToolCall, message: dict[str, Any]) -> None:
+    async def _run_tool(
+        self, turn: Turn, call: ToolCall, message: dict[str, Any], *, over_limit: bool = False
+    ) -> None:
         name = call.name[:_NAME_SHOWN_MAX]
         await self._tool_status(call.id, name, "started")
         self._tool_started[call.id] = (turn, self._clock())
+        if over_limit:
+            limit = self.config.max_tool_calls_per_step
+            error = f"too many tool calls in one step (at most {limit}): call fewer at once"
+            outcome = ToolOutcome("failed", error=error)
+            return await self._settle(call.id, name, call.arguments, message, outcome)
         tool = self._tools.get(call.name)
         if tool is None:
             known = ", ".join(self._tools) or "none"
@@ -167,7 +175,10 @@ class ToolCalls(SessionCore):
                 await self._call_over(call_id, pending.name, pending.arguments, outcome)
 
     def _timeout(self, tool: ToolDefinition) -> float:
-        return tool.timeout_s or self.config.client_tool_timeout
+        default = (
+            self.config.client_tool_timeout if tool.client else self.config.server_tool_timeout
+        )
+        return tool.timeout_s or default
 
     async def _settle(
         self,
@@ -178,10 +189,26 @@ class ToolCalls(SessionCore):
         outcome: ToolOutcome,
     ) -> None:
         if outcome.status == "completed":
-            message["content"] = outcome.result if outcome.result is not None else "null"
+            content = outcome.result if outcome.result is not None else "null"
         else:
-            message["content"] = _error_content(outcome.error or outcome.status.replace("_", " "))
+            content = _error_content(outcome.error or outcome.status.replace("_", " "))
+        message["content"] = self._within_turn_budget(call_id, content)
         await self._call_over(call_id, name, arguments, outcome)
+
+    def _within_turn_budget(self, call_id: str, content: str) -> str:
+        """A turn's tool results together fill at most half of what one LLM request may
+        carry (the running turn is always sent whole): past that, a result is cut short."""
+        started = self._tool_started.get(call_id)
+        if started is None:
+            return content
+        turn = started[0]
+        room = self.config.llm_request_max_bytes // 2 - turn.tool_result_bytes
+        size = len(content.encode())
+        if size > room:
+            content = _cut(content, max(room, 0))
+            size = len(content.encode())
+        turn.tool_result_bytes += size
+        return content
 
     async def _call_over(
         self, call_id: str, name: str, arguments: Any, outcome: ToolOutcome
@@ -225,6 +252,21 @@ class ToolCalls(SessionCore):
 
 def _error_content(error: str) -> str:
     return json.dumps({"error": error}, ensure_ascii=False)
+
+
+def _cut(content: str, room: int) -> str:
+    """A result cut to ``room`` bytes, saying so (only saying so, when there is no room)."""
+    note = {"truncated": True, "error": "this turn's tool results fill the request budget"}
+    encoded = content.encode()
+    budget = room
+    while budget > 0:
+        preview = encoded[:budget].decode("utf-8", "ignore")
+        cut = json.dumps({**note, "preview": preview}, ensure_ascii=False)
+        overflow = len(cut.encode()) - room
+        if overflow <= 0:
+            return cut
+        budget -= overflow
+    return json.dumps(note)
 
 
 def _timed_out(seconds: float) -> str:

@@ -1,11 +1,11 @@
-"""Attack review: secret values reaching handler code that only ever held references.
+"""Attacks found by a review, now regressions: secret values reaching handler code that
+only ever held references, and the proxy's own cost.
 
-README ("How secrets reach their hosts"): "Handler code holds references, not values";
-"code that never held a value cannot leak it" (tools_app/secret_refs.py). Responses are
-masked only for the secrets *that request carried* (egress._Session.response uses
-``outgoing.carried``), so a handler stores the value at an allowed host in one request
-and reads it back in a second request that carries no reference: the second answer
-holds the raw value, which the handler can then respell past every scrubber.
+- A handler stores a value at an allowed host in one request and reads it back in a
+  second request that carries no reference: every response is masked for every secret
+  of the workspace, not only for the ones its request carried.
+- A handler's large request bodies once cost the parent seconds of CPU per secret
+  (a regex scan per secret): one Aho-Corasick pass now, and bodies are capped.
 """
 
 from __future__ import annotations
@@ -43,11 +43,6 @@ def _store_and_load(server: EgressTestServer) -> None:
     server.route("/notes/last", load)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ATTACK FINDING: a response is masked only for secrets its own request carried "
-    "(tools_app/egress.py _Session.response); a second request reads the stored value raw",
-)
 async def test_a_value_stored_then_read_back_reaches_the_handler_as_a_reference(
     server: EgressTestServer,
 ) -> None:
@@ -69,13 +64,6 @@ async def test_a_value_stored_then_read_back_reaches_the_handler_as_a_reference(
     assert WEATHER.value.encode() not in read.body
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ATTACK FINDING: the proxy scans a request body once per workspace secret with a "
-    "regex, synchronously on the parent's event loop (egress._with_secrets -> carries_value); "
-    "a handler's large bodies cost the parent (the web process when embedded) seconds of CPU "
-    "that no sandbox limit counts and no timeout interrupts",
-)
 async def test_a_large_body_costs_the_parent_little_cpu_whatever_the_secrets() -> None:
     secrets = [
         SecretBinding(f"FILL{i}", f"fill-value-{i}-abcdefgh", ("api.example.test",),

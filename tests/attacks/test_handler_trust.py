@@ -1,10 +1,7 @@
-"""Attack review: who a saved handler's secret access really comes from.
-
-The README promises: "a member's save of a handler never grants it secret values". The
-dashboard editor re-submits every tool on every save and re-stamps each handler with
-the role of whoever pressed Save, so an owner who only fixes the greeting turns a
-member's handler into one that reads secret values.
-"""
+"""An attack found by a review, now a regression: who a saved handler's secret access
+comes from. The dashboard editor re-submits every tool on every save; an owner who only
+fixes the greeting must not turn a member's unchanged handler into one that reads secret
+values (a handler keeps the right of whoever last wrote it)."""
 
 from __future__ import annotations
 
@@ -18,11 +15,6 @@ from tests.frontend.dashboard.test_agents import editor_post, server_tool, submi
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ATTACK FINDING: an owner's save of unrelated fields re-stamps a member's handler "
-    "with reads_secrets=True (frontend/dashboard/agents.py edit -> agent_tools_clean)",
-)
 def test_an_owner_saving_the_greeting_does_not_bless_a_members_handler(
     owner: Tenant, member: Tenant
 ) -> None:

@@ -54,3 +54,14 @@ def test_value_size_limit_is_exact(owner_api):
         "/api/v1/secrets", {"name": "BIG", "value": "x" * 65537}, format="json"
     )
     assert too_big.status_code == 400
+
+
+def test_a_workspace_holds_a_bounded_number_of_secrets(owner, owner_api, settings):
+    settings.SECRETS_PER_WORKSPACE_MAX = 2
+    for name in ("ONE", "TWO"):
+        body = {"name": name, "value": "v-1234"}
+        assert owner_api.post("/api/v1/secrets", body, format="json").status_code == 201
+    third = owner_api.post("/api/v1/secrets", {"name": "THREE", "value": "v"}, format="json")
+    assert third.status_code == 400 and "at most 2 secrets" in third.json()["error"]["message"]
+    replaced = owner_api.put("/api/v1/secrets/TWO", {"value": "v-5678"}, format="json")
+    assert replaced.status_code == 200  # replacing one is not adding one

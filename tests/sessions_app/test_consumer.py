@@ -295,6 +295,29 @@ async def test_server_tool_with_the_fake_runner(tenant, llm, settings):
         assert json.loads(tool_message["content"]) == {"ok": True}
 
 
+async def test_one_step_runs_at_most_its_calls_and_the_turn_keeps_to_its_budget(
+    tenant, llm, settings
+):
+    """A model asked to call a tool hundreds of times, each answer large (a review's
+    attack): the rest of the step fails at once, and the next request stays bounded."""
+    settings.TOOL_RUNNER = "fake"
+    settings.MAX_TOOL_CALLS_PER_STEP = 3
+    settings.LLM_REQUEST_MAX_BYTES = 32 * 1024
+    calls = [step for n in range(12) for step in tool_call(n, f"c{n}", "track_order", "{}")]
+    llm.script(*calls, Finish("tool_calls"), Done())
+    llm.script(text_reply("Done."))
+    big = {"name": "track_order", "handler": "async () => 1"}
+    async with Client(url(tenant)) as client:
+        await configured(client, {**TEXT_CONFIG, "tools": [big]})
+        await client.send({"type": "text", "text": "twelve at once"})
+        assert (await client.until("chat"))["text"] == "Done."
+    statuses = [e["status"] for e in client.events if e["type"] == "tool_status"]
+    assert statuses.count("completed") == 3 and statuses.count("failed") == 9
+    results = [m["content"] for m in llm.requests[1].json["messages"] if m["role"] == "tool"]
+    assert sum("too many tool calls in one step (at most 3)" in r for r in results) == 9
+    assert len(json.dumps(llm.requests[1].json["messages"])) < 32 * 1024
+
+
 async def test_client_tool_round_trip(tenant, llm):
     llm.script(*tool_call(0, "call_7", "open_file", '{"path": "app.py"}'), Finish("tool_calls"),
                Done())  # fmt: skip

@@ -278,6 +278,24 @@ async def test_parallel_tool_calls_run_concurrently(make: Callable[..., Harness]
     ]
 
 
+async def test_a_turns_tool_results_fill_at_most_half_a_request(
+    make: Callable[..., Harness],
+) -> None:
+    calls = [tool_call("get_weather", {"city": c}, id=f"c_{c}") for c in ("Oslo", "Rome", "Lima")]
+    llm = FakeLLM(script=[calls, ["Done."]])
+    runner = FakeToolRunner(handlers={"get_weather": lambda args: {"text": "x" * 8000}})
+    harness = await started(
+        make, llm=llm, runner=runner, tools=[WEATHER], llm_request_max_bytes=40_000
+    )
+    await harness.say("three big answers")
+    await harness.wait_for("chat")
+    results = [m["content"] for m in llm.requests[1].messages if m["role"] == "tool"]
+    assert sum(len(r.encode()) for r in results) <= 20_000 + 200  # + a short note when full
+    assert [json.loads(r) for r in results[:2]] == [{"text": "x" * 8000}] * 2  # the first whole
+    cut = json.loads(results[-1])
+    assert cut["truncated"] is True and "fill the request budget" in cut["error"]
+
+
 async def test_failing_server_tool_reports_failure_to_the_llm(
     make: Callable[..., Harness],
 ) -> None:

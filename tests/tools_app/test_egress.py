@@ -820,3 +820,13 @@ def test_references_are_unguessable_and_name_their_secret() -> None:
 )
 def test_host_allowed(allowed: tuple[str, ...], host: str, expected: bool) -> None:
     assert host_allowed(allowed, host) is expected
+
+
+async def test_a_refused_fetch_is_logged_without_the_url_the_handler_chose(caplog) -> None:
+    caplog.set_level("DEBUG")
+    with pytest.raises(EgressDenied):
+        await fetch(
+            FetchRequest("https://card-4111111111111111.example.test:8443/"),
+            policy=EgressPolicy(),
+        )
+    assert "4111111111111111" not in caplog.text

@@ -816,3 +816,15 @@ def test_checks_side_by_side_from_threads() -> None:
         verdicts = list(threads.map(handler_check, sources))
     assert verdicts[:24] == [None] * 24
     assert all("SyntaxError" in (verdict or "") for verdict in verdicts[24:])
+
+
+async def test_a_request_body_past_the_limit_is_refused_before_it_leaves() -> None:
+    fetcher = FakeFetcher()
+    source = """async (args, ctx) => {
+      try { await ctx.fetch('https://api.test/', { method: 'POST', body: 'é'.repeat(600) }) }
+      catch (e) { return e.message }
+    }"""
+    assert await value(source, fetcher=fetcher, max_request_bytes=1024) == (
+        "fetch: the body is larger than 1 KB"
+    )
+    assert fetcher.requests == []
