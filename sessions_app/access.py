@@ -18,6 +18,7 @@ CLOSE_ORIGIN = 4003
 CLOSE_AGENT = 4004
 CLOSE_INLINE_REFUSED = 4008
 CLOSE_TOO_MANY = 4029
+CLOSE_QUOTA_EXCEEDED = 4030  # the workspace used up a quota (usage_app.quotas)
 
 
 class ConnectionRefused(Exception):

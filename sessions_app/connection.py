@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from sessions_app import access as access_rules
 from sessions_app import live, metrics, protocol, resume
 from sessions_app.orchestrator import VoiceSession
+from sessions_app.quota_gate import quota_gate
 from sessions_app.records import SessionRecorder
 from sessions_app.session_setup import (
     ConfigureRefused,
@@ -92,6 +93,7 @@ class Connection:
             self._access = await database_sync_to_async(access_rules.authorize_connection)(
                 key=query.get("key", ""), origin=origin, agent_slug=query.get("agent") or None
             )
+            await database_sync_to_async(quota_gate)(workspace=self._access.workspace)
         except access_rules.ConnectionRefused as refused:
             self._access = None
             await self._refuse(refused.close_code, refused.code, refused.message)
@@ -169,6 +171,11 @@ class Connection:
         if not self._closing:
             self._closing = True
             await self._close(CLOSE_DISPLACED, "the session was resumed on another connection")
+
+    async def end(self, close_code: int, reason: str) -> None:
+        if not self._closing:
+            self._closing = True
+            await self._close(close_code, reason[:120])
 
     # ---------------------------------------------------------------- a new session
 
@@ -326,8 +333,7 @@ class Connection:
         channel: str,
     ) -> resume.SessionHost:
         assert self._access is not None
-        plan = await asyncio.to_thread(
-            session_plan_restore,
+        plan = await database_sync_to_async(session_plan_restore)(
             meta=stored.meta,
             resume_token=message.resume_token,
             reply_channel=channel or self._channel_name,

@@ -8,6 +8,7 @@ CI (CI=true) a skip would hide a gap, so it fails instead.
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from tests.factories import Tenant, make_tenant
+from tests.fakes.openai_server import FakeOpenAIServer
 
 _CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -42,6 +44,17 @@ def _scripted_speech(settings: Any) -> None:
     """Sessions use the scripted fake STT/TTS unless a test picks a real engine."""
     settings.STT_PROVIDER = "fake"
     settings.TTS_PROVIDER = "fake"
+
+
+@pytest.fixture
+async def llm(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
+    """A fake OpenAI-compatible LLM server the sessions of the test talk to."""
+    server = FakeOpenAIServer()
+    await server.start()
+    settings.LLM_BASE_URL = server.base_url
+    settings.LLM_API_KEY = "test-llm-key"
+    yield server
+    await server.stop()
 
 
 @pytest.fixture

@@ -139,18 +139,33 @@ class AgentForm(forms.Form):
         initial=Agent.Mode.VOICE,
         help_text="Voice: speech in and out. Text: typed chat, no audio.",
     )
+    llm_provider = forms.ChoiceField(
+        required=False,
+        label="LLM connection",
+        help_text="One of this workspace's LLM connections (Providers page).",
+    )
     llm_model = forms.CharField(
         max_length=100,
         required=False,
         label="LLM model",
-        help_text="Blank: the platform default model.",
+        help_text="Blank: the connection's model (or the platform default model).",
     )
     stt_provider = forms.ChoiceField(required=False, label="Speech-to-text")
     tts_provider = forms.ChoiceField(required=False, label="Text-to-speech")
 
-    def __init__(self, *args: Any, creating: bool, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, creating: bool, llm_connections: list[str] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.creating = creating
+        names = list(llm_connections or [])
+        current = str(self.initial.get("llm_provider") or "")
+        if current and current not in names:  # deleted since: shown, so it can be changed
+            names.append(current)
+        default = f"Workspace default ({names[0]})" if names else "Platform default"
+        select = self.fields["llm_provider"]
+        assert isinstance(select, forms.ChoiceField)
+        select.choices = [("", default), *((name, name) for name in names)]
         providers: tuple[tuple[str, registry.Kind], ...] = (
             ("stt_provider", "stt"),
             ("tts_provider", "tts"),
@@ -348,6 +363,7 @@ class AgentEditor:
         *,
         agent: Agent | None = None,
         template: AgentTemplate | None = None,
+        llm_connections: list[str] | None = None,
     ) -> None:
         if agent is not None:
             initial = {name: getattr(agent, name) for name in AGENT_FIELDS}
@@ -355,7 +371,9 @@ class AgentEditor:
         else:
             initial = dict(template.agent) if template else {}
             tools = template.tools if template else []
-        self.form = AgentForm(data, creating=agent is None, initial=initial)
+        self.form = AgentForm(
+            data, creating=agent is None, initial=initial, llm_connections=llm_connections
+        )
         self.tools = ToolFormSet(data, prefix="tools", initial=[tool_initial(t) for t in tools])
 
     def is_valid(self) -> bool:

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods
 from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES, AgentTemplate
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
+from secrets_app.provider_credentials import llm_connection_names
 from sessions_app import selectors, services
 from sessions_app.models import Agent
 
@@ -60,7 +61,11 @@ def _editor_page(
 @require_http_methods(["GET", "POST"])
 def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     template = _template(request)
-    editor = AgentEditor(request.POST or None, template=template)
+    editor = AgentEditor(
+        request.POST or None,
+        template=template,
+        llm_connections=llm_connection_names(workspace=scope.workspace),
+    )
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_create(
@@ -81,7 +86,11 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def edit(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     agent = selectors.agent_get(workspace=scope.workspace, slug=slug)
-    editor = AgentEditor(request.POST or None, agent=agent)
+    editor = AgentEditor(
+        request.POST or None,
+        agent=agent,
+        llm_connections=llm_connection_names(workspace=scope.workspace),
+    )
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_update(

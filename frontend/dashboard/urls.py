@@ -10,8 +10,11 @@ from frontend.dashboard import (
     keys,
     members,
     playground,
+    providers,
     secret_store,
     sessions,
+    usage,
+    webhooks,
 )
 
 app_name = "dashboard"
@@ -21,7 +24,10 @@ workspace_pages = [
     *agents.urlpatterns,
     *playground.urlpatterns,
     *sessions.urlpatterns,
+    *usage.urlpatterns,
     *secret_store.urlpatterns,
+    *providers.urlpatterns,
+    *webhooks.urlpatterns,
     *keys.urlpatterns,
     *members.urlpatterns,
 ]

@@ -52,6 +52,8 @@ class SessionConfig:
     # While the agent speaks, the user's speech interrupts it only once its transcript has
     # this many words (that are not all backchannels like "mm-hmm" or "okay"); 0: at once.
     barge_in_min_words: int = 1
+    # Said in `ready` ({message, setupUrl}): the workspace has no LLM, and where to add one.
+    notice: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from sessions_app import live, metrics, protocol
+from sessions_app import access, live, metrics, protocol
 from sessions_app.orchestrator import SERVER_TOOL_GRACE_S, SessionConfig, VoiceSession
 from sessions_app.records import SessionRecorder
 from sessions_app.resume.store import EVENTS_KEPT, ResumeStore, resume_store
@@ -62,6 +62,9 @@ class Sink(Protocol):
 
     async def displace(self) -> None:
         """Another connection resumed the session: close this one."""
+
+    async def end(self, close_code: int, reason: str) -> None:
+        """The session is over (the platform ended it): close with ``close_code``."""
 
 
 def local_host(session_id: str) -> SessionHost | None:
@@ -141,6 +144,7 @@ class SessionHost:
         self._handover_replies: list[str] = []
         self._handover: asyncio.Task[None] | None = None
         self._stopping = False
+        self._quota_ending = False
 
     @property
     def sink(self) -> Sink | None:
@@ -162,6 +166,7 @@ class SessionHost:
         self._log.extend(events or [])
         self._state = "running"
         _hosts[self.session_id] = self
+        self._recorder.on_quota_exceeded = self._quota_exceeded
         try:
             if meta is not None:
                 state = json.dumps(session.snapshot())
@@ -243,12 +248,32 @@ class SessionHost:
             await self._store.delete(self.session_id)
         except Exception as exc:
             logger.warning("session %s: resume store: %s", self.session_id, type(exc).__name__)
+        usage = None
         if self.session is not None:
             await self.session.close()
-        await self._recorder.finish(close_code)
+            usage = self.session.take_usage()
+        await self._recorder.finish(close_code, usage)
         metrics.session_closed(close_code)
         with contextlib.suppress(Exception):
             await live.release(workspace_id=self.workspace_id, session_id=self.session_id)
+
+    async def _quota_exceeded(self, message: str) -> None:
+        """The workspace used up a quota: say so, let the running turn finish (and be
+        heard), then end the session. Returns at once (the record writer calls it)."""
+        if self._state != "running" or self._quota_ending or self.session is None:
+            return
+        self._quota_ending = True
+        await self.session.refuse_turns(message)
+        _run_unowned(self._end_after_turn(message), "session-host quota end")
+
+    async def _end_after_turn(self, message: str) -> None:
+        assert self.session is not None
+        await self.session.current_turn_done(handover_wait_s(self.session.config))
+        sink, self._sink = self._sink, None  # its close is not a disconnect to wait out
+        if sink is not None and self._state == "running":
+            with contextlib.suppress(Exception):
+                await sink.end(access.CLOSE_QUOTA_EXCEEDED, message)
+        await self.end(access.CLOSE_QUOTA_EXCEEDED)
 
     async def _expire_after(self, ttl: float) -> None:
         await asyncio.sleep(ttl)
@@ -412,6 +437,7 @@ class SessionHost:
             self._dirty = True
             await self.flush()
             await self.session.close()
+            self._recorder.record_usage(self.session.take_usage())
             await self._recorder.pause()
             metrics.SESSIONS_LIVE.dec()  # it lives on in the process that took it over
         except Exception as exc:

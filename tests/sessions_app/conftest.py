@@ -5,7 +5,6 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAIServer
 from tests.sessions_app.harness import Harness
 
 
@@ -20,14 +19,3 @@ async def make() -> AsyncIterator[Callable[..., Harness]]:
     yield factory
     for harness in made:
         await harness.session.close()
-
-
-@pytest.fixture
-async def llm(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
-    """A fake OpenAI-compatible LLM server the sessions of the test talk to."""
-    server = FakeOpenAIServer()
-    await server.start()
-    settings.LLM_BASE_URL = server.base_url
-    settings.LLM_API_KEY = "test-llm-key"
-    yield server
-    await server.stop()
