@@ -77,6 +77,13 @@ def outsider(db: None) -> Tenant:
     return make_tenant("outsider@example.com", workspace_name="Other Corp")
 
 
+def worker_database_url() -> str:
+    """The test database, as a worker process started by a test reaches it."""
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
 def api_client(secret_key: str | None) -> APIClient:
     client = APIClient()
     if secret_key:

@@ -15,7 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from sessions_app.models import Session
-from sessions_app.orchestrator.usage import USAGE_FIELDS, usage_is_empty
+from sessions_app.orchestrator.usage import USAGE_FIELDS
 from usage_app import quotas
 from usage_app.models import QuotaAlert, UsageDaily
 from webhooks_app import services as webhooks
@@ -91,7 +91,3 @@ def _alerted(alert: QuotaAlert, state: quotas.QuotaState) -> None:
         event_type=event,
         data={"quota": {**state.as_dict(), "words": state.words()}},
     )
-
-
-def usage_has_figures(usage: dict[str, Any]) -> bool:
-    return not usage_is_empty(_clean(usage))

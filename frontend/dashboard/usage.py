@@ -81,6 +81,7 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
         "rows": rows,
         "total": total,
         "total_tokens": total["prompt_tokens"] + total["completion_tokens"],
+        "total_tool_calls": total["server_tool_calls"] + total["client_tool_calls"],
         "chart": chart,
         "start": start,
         "end": end,

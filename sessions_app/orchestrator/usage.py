@@ -113,10 +113,6 @@ class UsageMeter:
         return delta
 
 
-def usage_is_empty(usage: dict[str, int]) -> bool:
-    return not any(usage.get(name) for name in USAGE_FIELDS)
-
-
 def wire_usage(usage: dict[str, int]) -> dict[str, int]:
     """The figures as the ``metrics`` event spells them (camelCase)."""
     return {camel_name(name): usage.get(name, 0) for name in USAGE_FIELDS}

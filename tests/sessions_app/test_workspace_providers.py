@@ -261,3 +261,22 @@ async def test_workspace_speech_key_replaces_the_platforms_in_a_session(settings
             await client.until("tts_done", timeout=10)
             assert "error" not in client.types() and client.audio
     assert "authorization" not in llm.requests[0].headers  # that connection has no key
+
+
+async def test_ready_says_when_the_workspace_has_no_llm_and_where_to_add_one(settings):
+    settings.PUBLIC_URL = "https://voice.example.com"
+    tenant = await sync_to_async(make_tenant)("nollm@example.com")
+    async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
+        await client.send({"type": "configure", "mode": "text"})
+        ready = await client.until("ready")
+    setup = f"https://voice.example.com/w/{tenant.workspace.pk}/providers/"
+    assert ready["llm"] == "offline"
+    assert ready["notice"]["setupUrl"] == setup
+    assert ready["notice"]["message"].startswith("No language model is connected")
+    assert setup in ready["notice"]["message"]
+    async with FakeOpenAIServer(default=text_reply("Hi.")) as server:
+        await _connect(tenant, server, KEY_A, "m")
+        async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
+            await client.send({"type": "configure", "mode": "text"})
+            ready = await client.until("ready")
+    assert ready["llm"] == "openai" and "notice" not in ready

@@ -12,8 +12,8 @@ from itertools import pairwise
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
-from django.db import connection
 
+from tests.conftest import worker_database_url
 from tests.factories import make_tenant
 from tests.fakes.egress_server import EgressTestServer
 from tests.faults.processes import Process
@@ -30,16 +30,10 @@ pytestmark = [
 ]
 
 
-def _test_database_url() -> str:
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-
-
 def _worker(tmp_path, port: int) -> Process:
     env = {
         **os.environ,
-        "DATABASE_URL": _test_database_url(),
+        "DATABASE_URL": worker_database_url(),
         "REDIS_URL": django_settings.REDIS_URL,
         "SANDBOX_EGRESS_ALLOW_PRIVATE": "true",
         "SANDBOX_EGRESS_PORTS": str(port),

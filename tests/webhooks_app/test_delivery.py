@@ -12,6 +12,7 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
+from django.db import connection
 
 from sessions_app import live
 from tests.factories import make_tenant
@@ -209,3 +210,30 @@ def test_the_node_snippet_agrees(tmp_path):
             [node, str(script), sent, header, secret], capture_output=True, text=True, timeout=30
         )
         assert out.stdout.strip() == expected, out.stderr
+
+
+def _attempt_in_its_thread(**kwargs: int) -> float | None:
+    try:
+        return services.delivery_attempt(**kwargs)
+    finally:
+        connection.close()
+
+
+@pytest.mark.postgres
+async def test_two_copies_of_one_attempt_send_once(embedded, monkeypatch):
+    """A broker may hand a delayed task out twice: the attempt is claimed by its number."""
+    monkeypatch.setattr("webhooks_app.dispatch.schedule", lambda *args: None)  # we run them
+    tenant = await sync_to_async(make_tenant)("twice@example.com")
+    async with EgressTestServer() as server:
+        receiver = await _receiver(server, [200], embedded)
+        await _endpoint(tenant, receiver, ["quota.warning"])
+        [delivery] = await sync_to_async(services.event_emit)(
+            workspace_id=tenant.workspace.pk, event_type="quota.warning", data={}
+        )
+        attempt = sync_to_async(_attempt_in_its_thread, thread_sensitive=False)
+        results = await asyncio.gather(
+            *(attempt(delivery_id=delivery.pk, attempt=1) for _ in range(4))
+        )
+    assert results == [None] * 4 and len(receiver.requests) == 1
+    delivery = await sync_to_async(WebhookDelivery.objects.get)(pk=delivery.pk)
+    assert (delivery.status, delivery.attempts) == ("succeeded", 1)
