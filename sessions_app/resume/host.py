@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 
 OWNER_TTL_S = 15.0  # a killed process's sessions can be taken over after this
 KEEP_EVERY_S = 5.0
+# Usage is recorded after each turn, and at least this often: a long silence streamed to the
+# recogniser counts toward the voice-minutes quota before the next turn.
+USAGE_EVERY_S = 60.0
 TURN_SETTLE_S = 10.0  # how long a handover waits for a turn without server tools
 # Events after which the snapshot is written again.
 STATE_EVENTS = frozenset(
@@ -379,8 +382,11 @@ class SessionHost:
 
     async def _keep(self) -> None:
         loop = asyncio.get_running_loop()
-        renewed_at = loop.time()
+        renewed_at = usage_at = loop.time()
         while not self._stopping:
+            if loop.time() - usage_at >= USAGE_EVERY_S:
+                self._record_usage()
+                usage_at = loop.time()
             try:
                 attached = self._sink is not None
                 await self._store.keep(
@@ -395,6 +401,11 @@ class SessionHost:
             except Exception as exc:
                 logger.warning("session %s: keeping: %s", self.session_id, type(exc).__name__)
             await asyncio.sleep(KEEP_EVERY_S)
+
+    def _record_usage(self) -> None:
+        usage = self.session.take_usage() if self.session is not None else {}
+        if any(usage.values()):
+            self._recorder.record_usage(usage)
 
     # ---------------------------------------------------------------- the channel
 
@@ -437,7 +448,7 @@ class SessionHost:
             self._dirty = True
             await self.flush()
             await self.session.close()
-            self._recorder.record_usage(self.session.take_usage())
+            self._record_usage()
             await self._recorder.pause()
             metrics.SESSIONS_LIVE.dec()  # it lives on in the process that took it over
         except Exception as exc:

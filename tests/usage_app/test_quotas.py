@@ -157,3 +157,22 @@ async def test_no_quota_means_no_limit(llm):
     async with Client(url(tenant)) as again:
         await again.send({"type": "configure", "mode": "text"})
         assert (await again.next())["type"] == "ready"
+
+
+async def test_voice_minutes_count_during_a_long_silence(llm, monkeypatch):
+    """No turn at all: the audio is still recorded now and then, and the quota holds."""
+    from sessions_app.providers.fake import silence_pcm
+    from sessions_app.resume import host
+
+    monkeypatch.setattr(host, "KEEP_EVERY_S", 0.05)
+    monkeypatch.setattr(host, "USAGE_EVERY_S", 0.1)
+    capped = await _tenant_with_quota("quiet@example.com", voice_minutes_per_day=1)
+    async with Client(url(capped)) as client:
+        await client.send({"type": "configure", "mode": "voice"})
+        await client.until("ready")
+        for _ in range(31):  # 62 s of silence, 2 s a frame, faster than real time
+            await client.send_raw(data=silence_pcm(2000))
+        told = await client.until("error", timeout=10)
+        assert await client.closed() == 4030
+    assert told["code"] == "quota_exceeded" and "voice minutes today" in told["message"]
+    assert "turn" not in client.types()

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from secrets_app.models import ApiKey
 from sessions_app import services as session_services
+from sessions_app.models import Session
 from tests.factories import Tenant
 from tests.frontend.dashboard.conftest import page
 from usage_app.models import UsageDaily, WorkspaceQuota
@@ -123,3 +124,13 @@ def test_api_needs_a_secret_key(used: Tenant, client: Client) -> None:
     assert client.get("/api/v1/usage").status_code == 401
     answer = client.get("/api/v1/usage", HTTP_AUTHORIZATION=f"Bearer {used.publishable_key}")
     assert answer.status_code == 401
+
+
+def test_a_sessions_page_shows_its_usage(owner: Tenant, owner_client: Client) -> None:
+    _session_with_usage(owner, None, prompt_tokens=321, completion_tokens=45, llm_requests=2,
+                        estimated_llm_requests=1, stt_audio_ms=12_500, tts_characters=77,
+                        server_tool_calls=1, tool_cpu_ms=9)  # fmt: skip
+    session = Session.objects.get(workspace=owner.workspace)
+    html = owner_client.get(page(owner, "session", str(session.public_id))).content.decode()
+    assert "321 prompt + 45 completion" in html and "partly estimated" in html
+    assert "(12500 ms)" in html and "77 characters" in html and "9 ms sandbox CPU" in html
