@@ -82,6 +82,22 @@ def llm_connection_names(*, workspace: Workspace) -> list[str]:
     return [row.name for row in rows]
 
 
+@dataclass(frozen=True)
+class ProviderNames:
+    """What a workspace configured, without any key: for forms that offer the choice."""
+
+    llms: list[str] = field(default_factory=list)  # oldest (the default) first
+    speech: frozenset[str] = frozenset()  # speech kinds with the workspace's own key
+
+
+def provider_names(*, workspace: Workspace) -> ProviderNames:
+    rows = list(provider_credential_list(workspace=workspace).only("kind", "name"))
+    return ProviderNames(
+        llms=[row.name for row in rows if row.kind == Kind.LLM],
+        speech=frozenset(row.kind for row in rows if row.kind != Kind.LLM),
+    )
+
+
 def _opened_key(row: ProviderCredential) -> str | None:
     return sealed_open(row) if row.has_key else None
 

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods
 from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES, AgentTemplate
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
-from secrets_app.provider_credentials import llm_connection_names
+from secrets_app.provider_credentials import provider_names
 from sessions_app import selectors, services
 from sessions_app.models import Agent
 
@@ -64,7 +64,7 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     editor = AgentEditor(
         request.POST or None,
         template=template,
-        llm_connections=llm_connection_names(workspace=scope.workspace),
+        providers=provider_names(workspace=scope.workspace),
     )
     if request.method == "POST" and editor.is_valid():
         try:
@@ -89,7 +89,7 @@ def edit(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     editor = AgentEditor(
         request.POST or None,
         agent=agent,
-        llm_connections=llm_connection_names(workspace=scope.workspace),
+        providers=provider_names(workspace=scope.workspace),
     )
     if request.method == "POST" and editor.is_valid():
         try:

@@ -118,5 +118,7 @@ def test_an_agent_chooses_among_the_workspaces_connections(
             workspace=owner.workspace, name=name, base_url="https://api.example.com/v1",
             model="m",
         )  # fmt: skip
+    credentials.provider_speech_set(workspace=owner.workspace, kind="elevenlabs", api_key=KEY)
     html = owner_client.get(page(owner, "agent-new")).content.decode()
     assert "Workspace default (openai)" in html and '<option value="local">' in html
+    assert "ElevenLabs (this workspace&#x27;s key)" in html and KEY not in html
