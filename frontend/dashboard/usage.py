@@ -22,6 +22,7 @@ from usage_app.selectors import COUNTED, UsageRow
 
 SECTION = "dashboard:usage"
 RANGES = {"7": 7, "30": 30, "90": 90}
+DEFAULTS = {"days": "30", "group": "day", "metric": "llm_tokens"}
 # Chart metric → (title, value of a row).
 CHART_METRICS: dict[str, tuple[str, Callable[[UsageRow], float]]] = {
     "llm_tokens": ("LLM tokens", lambda row: row.llm_tokens),
@@ -53,9 +54,14 @@ class UsageForm(forms.Form):
         return self.cleaned_data.get(name) or default
 
 
+def _short(row: UsageRow) -> str:
+    """A chart label: "Nov 22" for a day (the bar's title has the whole date)."""
+    return f"{row.day:%b} {row.day.day}" if row.day is not None else row.label
+
+
 def _report(scope: Scope, form: UsageForm) -> tuple[str, list[UsageRow], str, str]:
-    days = RANGES[form.choice("days", "30")]
-    group = form.choice("group", "day")
+    days = RANGES[form.choice("days", DEFAULTS["days"])]
+    group = form.choice("group", DEFAULTS["group"])
     end = timezone.now().date()
     start = end - timedelta(days=days - 1)
     rows = selectors.usage_report(
@@ -69,11 +75,15 @@ def _report(scope: Scope, form: UsageForm) -> tuple[str, list[UsageRow], str, st
 
 @workspace_page
 def index(request: HttpRequest, scope: Scope) -> HttpResponse:
-    form = UsageForm(request.GET or None)
+    form = UsageForm(request.GET or None, initial=DEFAULTS)
     group, rows, start, end = _report(scope, form)
-    metric = form.choice("metric", "llm_tokens")
+    metric = form.choice("metric", DEFAULTS["metric"])
     title, value_of = CHART_METRICS[metric]
-    chart = bar_chart([(row.label, value_of(row)) for row in rows], title=title)
+    chart = bar_chart(
+        [(_short(row), value_of(row)) for row in rows],
+        title=title,
+        titles=[row.label for row in rows],
+    )
     total = selectors.usage_total(rows)
     context = {
         "form": form,
@@ -94,7 +104,7 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
 @workspace_page
 def export(request: HttpRequest, scope: Scope) -> HttpResponse:
     """The table as CSV, one row per day or agent, every figure in its own column."""
-    group, rows, start, end = _report(scope, UsageForm(request.GET or None))
+    group, rows, start, end = _report(scope, UsageForm(request.GET or None, initial=DEFAULTS))
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="usage-{start}-{end}-{group}.csv"'
     writer = csv.writer(response)

@@ -26,6 +26,7 @@ LABEL_MAX_CHARS = 12
 @dataclass(frozen=True)
 class Column:
     label: str
+    title: str  # the whole label, for the tooltip and screen readers
     value: float
     figure: str
     x: float
@@ -71,7 +72,7 @@ class BarChart:
 
     @property
     def aria_label(self) -> str:
-        shown = "; ".join(f"{c.label}: {c.figure}" for c in self.columns if c.value)
+        shown = "; ".join(f"{c.title}: {c.figure}" for c in self.columns if c.value)
         return f"{self.title}: {shown or 'nothing in this range'}"
 
 
@@ -81,8 +82,11 @@ def format_figure(value: float) -> str:
     return f"{value:,.1f}"
 
 
-def bar_chart(points: list[tuple[str, float]], *, title: str) -> BarChart:
-    """Bars for ``points`` (label, value ≥ 0), on an axis from 0 to a round maximum."""
+def bar_chart(
+    points: list[tuple[str, float]], *, title: str, titles: list[str] | None = None
+) -> BarChart:
+    """Bars for ``points`` (label, value ≥ 0), on an axis from 0 to a round maximum;
+    ``titles``: the points' whole names, where the labels are shortened."""
     plot_height = HEIGHT - TOP - BOTTOM
     highest = max((value for _, value in points), default=0.0)
     step = tick_step(highest, 4) if highest > 0 else 1.0
@@ -96,6 +100,7 @@ def bar_chart(points: list[tuple[str, float]], *, title: str) -> BarChart:
         columns.append(
             Column(
                 label=label,
+                title=titles[index] if titles else label,
                 value=value,
                 figure=format_figure(value),
                 x=round(LEFT + index * slot + slot * GAP / 2, 2),

@@ -50,6 +50,7 @@ def test_the_chart_and_figures_per_day(used: Tenant, owner_client: Client) -> No
     assert html.count('class="usage-bar"') == 30  # every day of the range, zeros too
     assert f'data-label="{today}" data-value="1562"' in html  # LLM tokens of today
     assert "LLM tokens per day" in html and "<svg" in html
+    assert '<option value="30" selected>Last 30 days</option>' in html  # what is shown
     assert "1562" in html and "90 s" in html  # tokens and STT audio in the table
 
 
