@@ -92,11 +92,15 @@ def _period_starts(now: datetime) -> dict[str, date]:
     return {"day": today, "month": today.replace(day=1)}
 
 
-def _used(workspace_id: int, since: date, metric: Metric) -> float:
+_COLUMNS = sorted({column for metric in METRICS for column in metric.sums})
+
+
+def _sums(workspace_id: int, since: date) -> dict[str, int]:
+    """Every column a quota reads, summed since ``since``: one query per period."""
     sums = UsageDaily.objects.filter(workspace_id=workspace_id, day__gte=since).aggregate(
-        **{column: Sum(column) for column in metric.sums}
+        **{column: Sum(column) for column in _COLUMNS}
     )
-    return sum(value or 0 for value in sums.values()) / metric.scale
+    return {column: value or 0 for column, value in sums.items()}
 
 
 def quota_states(*, workspace_id: int, now: datetime | None = None) -> list[QuotaState]:
@@ -105,14 +109,23 @@ def quota_states(*, workspace_id: int, now: datetime | None = None) -> list[Quot
     if quota is None:
         return []
     starts = _period_starts(now or timezone.now())
-    states = []
-    for metric in METRICS:
-        for period in PERIODS:
-            limit = getattr(quota, f"{metric.name}_per_{period}")
-            if limit is not None:
-                used = _used(workspace_id, starts[period], metric)
-                states.append(QuotaState(metric, period, starts[period], limit, used))
-    return states
+    limits = [
+        (metric, period, getattr(quota, f"{metric.name}_per_{period}"))
+        for metric in METRICS
+        for period in PERIODS
+    ]
+    limits = [(metric, period, limit) for metric, period, limit in limits if limit is not None]
+    sums = {period: _sums(workspace_id, starts[period]) for period in {p for _, p, _ in limits}}
+    return [
+        QuotaState(
+            metric,
+            period,
+            starts[period],
+            limit,
+            used=sum(sums[period][c] for c in metric.sums) / metric.scale,
+        )
+        for metric, period, limit in limits
+    ]
 
 
 def exceeded_message(states: list[QuotaState]) -> str | None:
