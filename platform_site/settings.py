@@ -93,6 +93,8 @@ INSTALLED_APPS = [
     "secrets_app",
     "sessions_app",
     "tools_app",
+    "usage_app",
+    "webhooks_app",
     "frontend",
 ]
 
@@ -187,7 +189,7 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = REDIS_URL is None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TASK_ROUTES = {"tools.execute": {"queue": "sandbox"}}
+CELERY_TASK_ROUTES = {"tools.execute": {"queue": "sandbox"}}  # others: the "celery" queue
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a long handler must not hold back queued calls
 CELERY_WORKER_MAX_TASKS_PER_CHILD = env_int("CELERY_WORKER_MAX_TASKS_PER_CHILD", 200, minimum=1)
 # KiB; a child past this (after a task) is replaced, so V8 memory never accumulates.
@@ -382,3 +384,10 @@ SANDBOX_EGRESS_PORTS = env_int_list("SANDBOX_EGRESS_PORTS", [80, 443])
 SANDBOX_EGRESS_ALLOW_PRIVATE = env_bool("SANDBOX_EGRESS_ALLOW_PRIVATE", False)
 if SANDBOX_EGRESS_ALLOW_PRIVATE and not DEBUG:
     raise ImproperlyConfigured("SANDBOX_EGRESS_ALLOW_PRIVATE=true is refused when DEBUG=false")
+
+# Post-call webhooks: delivered through the same egress guard as ctx.fetch (public addresses
+# and SANDBOX_EGRESS_PORTS only), retried with doubling delays for WEBHOOK_RETRY_WINDOW_S.
+WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 10.0)
+WEBHOOK_RETRY_BASE_S = env_float("WEBHOOK_RETRY_BASE_S", 30.0)
+WEBHOOK_RETRY_MAX_S = env_float("WEBHOOK_RETRY_MAX_S", 3600.0)
+WEBHOOK_RETRY_WINDOW_S = env_float("WEBHOOK_RETRY_WINDOW_S", 24 * 3600.0)

@@ -17,7 +17,15 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from secrets_app import services
 from secrets_app.audit import actor_for_request
-from secrets_app.models import ApiKey, Invitation, Membership, Secret, User, Workspace
+from secrets_app.models import (
+    ApiKey,
+    Invitation,
+    Membership,
+    ProviderCredential,
+    Secret,
+    User,
+    Workspace,
+)
 from secrets_app.validators import clean_hosts, validate_secret_value
 
 
@@ -181,3 +189,21 @@ class InvitationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         for invitation in queryset:
             services.invitation_revoke(actor=actor_for_request(request), invitation=invitation)
         self.message_user(request, f"Revoked {queryset.count()} invitation(s).", messages.SUCCESS)
+
+
+@admin.register(ProviderCredential)
+class ProviderCredentialAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Which workspaces bring their own provider accounts; keys stay out of the admin."""
+
+    list_display = ["workspace", "kind", "name", "base_url", "model", "has_key", "check_ok"]
+    list_filter = ["kind"]
+    search_fields = ["workspace__name", "name"]
+    fields = ["workspace", "kind", "name", "base_url", "model", "has_key", "checked_at",
+              "check_ok", "check_message", "created_at", "updated_at"]  # fmt: skip
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # owners set keys on the dashboard, where a key is shown to no one
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -123,6 +123,16 @@ def secret_associated_data(*, workspace_id: int, name: str) -> bytes:
     return f"voice-platform/secret/v1\x00{workspace_id}\x00{name}".encode()
 
 
+# Each kind of sealed value has its own label, so a ciphertext never opens as another kind
+# (a provider key copied into the secrets table, where tool code could reach it, fails).
+def provider_associated_data(*, workspace_id: int, kind: str, name: str) -> bytes:
+    return f"voice-platform/provider/v1\x00{workspace_id}\x00{kind}\x00{name}".encode()
+
+
+def webhook_associated_data(*, workspace_id: int, endpoint_uid: str) -> bytes:
+    return f"voice-platform/webhook/v1\x00{workspace_id}\x00{endpoint_uid}".encode()
+
+
 @cache
 def _api_key_pepper() -> bytes:
     if settings.API_KEY_PEPPER:

@@ -9,7 +9,11 @@ from django.contrib.auth.models import AbstractUser, BaseUserManager
 from django.db import models
 from django.utils import timezone
 
-from secrets_app.crypto import token_digest
+from secrets_app.crypto import (
+    provider_associated_data,
+    secret_associated_data,
+    token_digest,
+)
 from secrets_app.validators import validate_secret_name
 
 
@@ -176,6 +180,62 @@ class Secret(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def associated_data(self) -> bytes:
+        return secret_associated_data(workspace_id=self.workspace_id, name=self.name)
+
+
+class ProviderCredential(models.Model):
+    """A workspace's own account at a provider: an LLM endpoint or a speech provider's key.
+
+    A different kind of secret than ``Secret``: the platform's adapters use it, tool code
+    never sees it (it is not a ``Secret`` row, and it is sealed under another label). The
+    key is write-only; ``ciphertext`` is empty for an endpoint that needs none (Ollama).
+    """
+
+    class Kind(models.TextChoices):
+        LLM = "llm", "LLM (OpenAI-compatible)"
+        ASSEMBLYAI = "assemblyai", "AssemblyAI speech-to-text"
+        ELEVENLABS = "elevenlabs", "ElevenLabs text-to-speech"
+        OPENAI = "openai", "OpenAI text-to-speech"
+        ORPHEUS = "orpheus", "Orpheus text-to-speech"
+
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="provider_credentials"
+    )
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    # LLM connections are named by the owner (agents choose by name); speech providers
+    # are one per kind and named after it.
+    name = models.CharField(max_length=64)
+    base_url = models.CharField(max_length=500, blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    ciphertext = models.BinaryField(editable=False, blank=True, default=b"")
+    key_id = models.CharField(max_length=32, editable=False, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    check_ok = models.BooleanField(null=True, blank=True)
+    check_message = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["kind", "created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "kind", "name"], name="provider_name_per_workspace"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.name}"
+
+    @property
+    def has_key(self) -> bool:
+        return bool(self.key_id)
+
+    def associated_data(self) -> bytes:
+        return provider_associated_data(
+            workspace_id=self.workspace_id, kind=self.kind, name=self.name
+        )
 
 
 class Invitation(models.Model):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any, Protocol
 
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -357,6 +359,31 @@ def _touch_last_used(key: ApiKey) -> None:
 # ---------------------------------------------------------------- secrets
 
 
+class Sealed(Protocol):
+    """A row holding a value sealed by the keyring: a secret, a provider key, a webhook's
+    signing secret. ``associated_data`` binds the ciphertext to the row's tenant and kind."""
+
+    key_id: str
+    ciphertext: Any
+
+    def associated_data(self) -> bytes: ...
+
+
+def sealed_store(row: Sealed, value: str) -> None:
+    """Seal ``value`` into ``row`` under the newest key (the caller saves the row)."""
+    row.key_id, row.ciphertext = crypto.keyring().encrypt(
+        value.encode(), associated_data=row.associated_data()
+    )
+
+
+def sealed_open(row: Sealed) -> str:
+    """The plaintext sealed in ``row``. Never logged, never rendered."""
+    plaintext = crypto.keyring().decrypt(
+        row.key_id, bytes(row.ciphertext), associated_data=row.associated_data()
+    )
+    return plaintext.decode()
+
+
 def _seal(*, workspace_id: int, name: str, value: str) -> tuple[str, bytes]:
     return crypto.keyring().encrypt(
         value.encode(),
@@ -446,14 +473,7 @@ def secret_delete(*, secret: Secret, actor: Actor = SYSTEM) -> None:
 
 def secret_resolve(*, secret: Secret) -> str:
     """The plaintext value. Only the sandbox worker and rotation call this."""
-    plaintext = crypto.keyring().decrypt(
-        secret.key_id,
-        bytes(secret.ciphertext),
-        associated_data=crypto.secret_associated_data(
-            workspace_id=secret.workspace_id, name=secret.name
-        ),
-    )
-    return plaintext.decode()
+    return sealed_open(secret)
 
 
 @dataclass
@@ -463,26 +483,40 @@ class RotationReport:
     failed: list[str] = field(default_factory=list)  # "workspace_id/NAME", never values
 
 
+# Every model that holds sealed values, as "app_label.Model" (models of later apps too).
+SEALED_MODELS = (
+    "secrets_app.Secret",
+    "secrets_app.ProviderCredential",
+    "webhooks_app.WebhookEndpoint",
+)
+
+
 def secrets_rotate() -> RotationReport:
-    """Re-encrypt every secret under the newest keyring key. Safe to run twice."""
+    """Re-encrypt every sealed value (secrets, provider keys, webhook signing secrets)
+    under the newest keyring key. Safe to run twice."""
     report = RotationReport()
     current = crypto.keyring().current_id
-    report.already_current = Secret.objects.filter(key_id=current).count()
-    stale = Secret.objects.exclude(key_id=current).values_list("pk", "workspace_id")
-    for secret_id, workspace_id in stale:
-        with transaction.atomic():
-            secret = Secret.objects.select_for_update().get(pk=secret_id, workspace_id=workspace_id)
-            try:
-                value = secret_resolve(secret=secret)
-            except crypto.DecryptionError:
-                report.failed.append(f"{secret.workspace_id}/{secret.name}")
-                continue
-            secret.key_id, secret.ciphertext = _seal(
-                workspace_id=secret.workspace_id, name=secret.name, value=value
-            )
-            secret.save(update_fields=["key_id", "ciphertext"])
-            report.rotated += 1
+    for label in SEALED_MODELS:
+        model = apps.get_model(label)
+        sealed = model.objects.exclude(key_id="")
+        report.already_current += sealed.filter(key_id=current).count()
+        stale = sealed.exclude(key_id=current).values_list("pk", "workspace_id")
+        for row_id, workspace_id in stale:
+            _rotate_one(model, row_id, workspace_id, report)
     return report
+
+
+@transaction.atomic
+def _rotate_one(model: Any, row_id: int, workspace_id: int, report: RotationReport) -> None:
+    row = model.objects.select_for_update().get(pk=row_id, workspace_id=workspace_id)
+    try:
+        value = sealed_open(row)
+    except crypto.DecryptionError:
+        report.failed.append(f"{row.workspace_id}/{getattr(row, 'name', row.pk)}")
+        return
+    sealed_store(row, value)
+    row.save(update_fields=["key_id", "ciphertext"])
+    report.rotated += 1
 
 
 # ---------------------------------------------------------------- members and invitations

@@ -30,6 +30,7 @@ CLOSE_TOO_LONG = 4011
 CLOSE_TOO_MANY = 4029
 # The platform restarted while the session was live (set on its record afterwards).
 CLOSE_RESTART = 1012
+CLOSE_QUOTA_EXCEEDED = 4030  # the workspace used up a quota (usage_app.quotas)
 
 
 class ConnectionRefused(Exception):

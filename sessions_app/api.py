@@ -20,6 +20,7 @@ from secrets_app.authentication import request_workspace
 from secrets_app.validators import AGENT_SLUG
 from sessions_app import control, protocol, selectors, services
 from sessions_app.models import Agent, Session
+from sessions_app.orchestrator.usage import USAGE_FIELDS
 from sessions_app.providers import registry
 
 
@@ -28,8 +29,8 @@ class AgentOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
         model = Agent
         fields = [
             "id", "name", "slug", "instructions", "greeting", "voice", "mode", "llm_model",
-            "stt_provider", "tts_provider", "vocabulary", "empty_reply", "idle_timeout_s",
-            "max_session_s", "tools", "created_at", "updated_at",
+            "llm_provider", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
+            "idle_timeout_s", "max_session_s", "tools", "created_at", "updated_at",
         ]  # fmt: skip
 
 
@@ -56,6 +57,12 @@ class AgentInput(StrictSerializer):
         required=False, allow_null=True, min_value=10, max_value=24 * 3600,
         help_text="Longest session in seconds (null: SESSION_MAX_DURATION_S).",
     )  # fmt: skip
+    llm_provider = serializers.CharField(
+        max_length=64,
+        required=False,
+        allow_blank=True,
+        help_text="One of the workspace's LLM connections, by name; blank: its default.",
+    )
     stt_provider = serializers.ChoiceField(
         choices=registry.names("stt"), required=False, allow_blank=True
     )
@@ -197,9 +204,16 @@ class SessionDetailOutput(SessionOutput):
     transcript = TranscriptOutput(many=True)
     turns = serializers.SerializerMethodField()
     tool_calls = ToolCallOutput(many=True)
+    usage = serializers.SerializerMethodField()
 
     class Meta(SessionOutput.Meta):
-        fields = [*SessionOutput.Meta.fields, "transcript", "turns", "tool_calls"]
+        fields = [*SessionOutput.Meta.fields, "transcript", "turns", "tool_calls", "usage"]
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_usage(self, session: Session) -> dict[str, int]:
+        """What the session consumed (audio in milliseconds; ``estimated_llm_requests``:
+        requests whose provider reported no token counts, so they were estimated)."""
+        return {name: int((session.usage or {}).get(name, 0)) for name in USAGE_FIELDS}
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_turns(self, session: Session) -> list[dict[str, Any]]:

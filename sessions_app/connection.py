@@ -30,6 +30,7 @@ from secrets_app import selectors as key_selectors
 from sessions_app import access as access_rules
 from sessions_app import limits, live, metrics, protocol, resume
 from sessions_app.orchestrator import VoiceSession
+from sessions_app.quota_gate import quota_gate
 from sessions_app.records import SessionRecorder
 from sessions_app.session_setup import (
     ConfigureRefused,
@@ -103,6 +104,7 @@ class Connection:
             refusal = await limits.connection_refusal(
                 key_id=self._access.key.pk, address=self._access.address
             )
+            await database_sync_to_async(quota_gate)(workspace=self._access.workspace)
         except access_rules.ConnectionRefused as refused:
             self._access = None
             await self._refuse(refused.close_code, refused.code, refused.message)
@@ -355,8 +357,7 @@ class Connection:
         channel: str,
     ) -> resume.SessionHost:
         assert self._access is not None
-        plan = await asyncio.to_thread(
-            session_plan_restore,
+        plan = await database_sync_to_async(session_plan_restore)(
             meta=stored.meta,
             resume_token=message.resume_token,
             reply_channel=channel or self._channel_name,

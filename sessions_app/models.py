@@ -30,6 +30,8 @@ class Agent(models.Model):
     voice = models.CharField(max_length=64, blank=True)
     mode = models.CharField(max_length=5, choices=Mode.choices, default=Mode.VOICE)
     llm_model = models.CharField(max_length=100, blank=True)
+    # One of the workspace's LLM connections, by name; blank: the workspace's default.
+    llm_provider = models.CharField(max_length=64, blank=True)
     stt_provider = models.CharField(max_length=32, blank=True)
     tts_provider = models.CharField(max_length=32, blank=True)
     tools = models.JSONField(default=list, blank=True)
@@ -68,6 +70,8 @@ class Session(models.Model):
     close_code = models.PositiveIntegerField(null=True, blank=True)
     turn_count = models.PositiveIntegerField(default=0)
     tool_call_count = models.PositiveIntegerField(default=0)
+    # What the session consumed so far ({figure: total}, usage.USAGE_FIELDS).
+    usage = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-pk"]

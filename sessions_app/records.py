@@ -1,14 +1,17 @@
 """Keeps the database record of a live session, off the event loop.
 
 Observes the events a session emits and writes them in order from one background
-task, so a slow database never delays audio or events.
+task, so a slow database never delays audio or events. Usage goes the same way: each
+turn's figures (from its ``metrics`` event) to the session's totals and the day's
+aggregate, then the workspace's quotas are checked; a used-up quota is reported back
+through ``on_quota_exceeded``. Webhook events are queued once their records are written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -17,17 +20,27 @@ from sessions_app import selectors, services
 from sessions_app.access import Access
 from sessions_app.models import Agent, Session
 from sessions_app.orchestrator.config import SettledToolCall
+from sessions_app.orchestrator.usage import usage_from_wire
+from usage_app import services as usage_services
+from webhooks_app import services as webhooks
 
 logger = logging.getLogger(__name__)
 
 _TERMINAL_TOOL_STATUSES = {"completed", "failed", "timed_out", "cancelled"}
+_FAILED_TOOL_STATUSES = {"failed", "timed_out"}
+
+Operation = Callable[[], Any]
+FollowUp = Callable[[Any], Awaitable[None]] | None
+QuotaExceeded = Callable[[str], Awaitable[None]]
 
 
 class SessionRecorder:
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[Callable[[], None] | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[Operation, FollowUp] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._session: Session | None = None
+        # Told (with words for the user) when usage just recorded used up a quota.
+        self.on_quota_exceeded: QuotaExceeded | None = None
 
     async def start(
         self, *, session_id: str, access: Access, mode: str, agent: Agent | None
@@ -64,6 +77,7 @@ class SessionRecorder:
         elif kind == "metrics":
             metrics = {k: v for k, v in event.items() if k not in ("type", "seq", "ts")}
             self._write(lambda: services.session_record_turn(session=session, metrics=metrics))
+            self.record_usage(usage_from_wire(event.get("usage") or {}))
         elif kind == "tool_status" and event.get("status") in _TERMINAL_TOOL_STATUSES:
             self._write(lambda: services.session_record_count(session=session, tool_calls=1))
 
@@ -72,8 +86,9 @@ class SessionRecorder:
         session = self._session
         if session is None:
             return
-        self._write(
-            lambda: services.session_record_tool_call(
+
+        def write() -> None:
+            record = services.session_record_tool_call(
                 session=session,
                 call_id=call.call_id,
                 name=call.name,
@@ -83,7 +98,26 @@ class SessionRecorder:
                 error=call.error,
                 duration_ms=call.duration_ms,
             )
-        )
+            if record.status in _FAILED_TOOL_STATUSES:
+                webhooks.tool_call_failed_emit(session=session, call=record)
+
+        self._write(write)
+
+    def record_usage(self, usage: dict[str, int], *, ended: bool = False) -> None:
+        """Add a usage delta (a turn's, or what came after the last turn) to the record."""
+        session = self._session
+        if session is None:
+            return
+
+        def write() -> str | None:
+            usage_services.usage_record(session=session, usage=usage, ended=ended)
+            return usage_services.quota_check(workspace_id=session.workspace_id)
+
+        self._write(write, then=self._quota_checked)
+
+    async def _quota_checked(self, exceeded: str | None) -> None:
+        if exceeded is not None and self.on_quota_exceeded is not None:
+            await self.on_quota_exceeded(exceeded)
 
     async def resume(self, *, session_id: str, workspace_id: int) -> None:
         """Go on with the record of a session resumed from another process."""
@@ -100,21 +134,33 @@ class SessionRecorder:
             await self._task
         self._session, self._task = None, None
 
-    async def finish(self, close_code: int | None) -> None:
+    async def finish(self, close_code: int | None, usage: dict[str, int] | None = None) -> None:
+        """Close the record: ``usage`` is what the session consumed after its last turn."""
         session = self._session
         if session is None or self._task is None:
             return
-        self._write(lambda: services.session_record_end(session=session, close_code=close_code))
+        self.on_quota_exceeded = None  # nothing left to end
+        self.record_usage(usage or {}, ended=True)
+
+        def write() -> None:
+            services.session_record_end(session=session, close_code=close_code)
+            webhooks.session_ended_emit(session_id=session.pk, workspace_id=session.workspace_id)
+
+        self._write(write)
         self._queue.put_nowait(None)
         await self._task
 
-    def _write(self, operation: Callable[[], None]) -> None:
-        self._queue.put_nowait(operation)
+    def _write(self, operation: Operation, then: FollowUp = None) -> None:
+        """Queue ``operation`` (run in a thread); ``then`` gets its result on the loop."""
+        self._queue.put_nowait((operation, then))
 
     async def _write_loop(self) -> None:
-        while (operation := await self._queue.get()) is not None:
+        while (item := await self._queue.get()) is not None:
+            operation, then = item
             try:
-                await database_sync_to_async(operation)()
+                result = await database_sync_to_async(operation)()
+                if then is not None:
+                    await then(result)
             except Exception as exc:
                 # The type only: database errors can quote the row (transcript text).
                 logger.error("session record write failed: %s", type(exc).__name__)

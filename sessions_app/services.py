@@ -18,6 +18,7 @@ from pydantic import ValidationError as PydanticError
 from secrets_app import crypto
 from secrets_app.audit import SYSTEM, Actor, audit_record
 from secrets_app.models import ApiKey, Workspace
+from secrets_app.provider_credentials import llm_connection_names
 from sessions_app import protocol
 from sessions_app.models import (
     Agent,
@@ -37,7 +38,7 @@ _TRUNCATED = " … [truncated]"
 
 AGENT_FIELDS = (
     "name", "slug", "instructions", "greeting", "voice", "mode",
-    "llm_model", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
+    "llm_model", "llm_provider", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
     "idle_timeout_s", "max_session_s",
 )  # fmt: skip
 
@@ -123,9 +124,21 @@ def _check_voice(agent: Agent) -> None:
         )  # fmt: skip
 
 
+def _check_llm_provider(agent: Agent) -> None:
+    """An agent names one of its workspace's LLM connections, or none (the default)."""
+    names = llm_connection_names(workspace=agent.workspace)
+    if agent.llm_provider and agent.llm_provider not in names:
+        known = ", ".join(names) or "none yet (add one under Providers)"
+        raise ValidationError(
+            {"llm_provider": [f"this workspace has no LLM connection named "
+                              f"{agent.llm_provider[:64]!r}; its connections: {known}"]}
+        )  # fmt: skip
+
+
 def _save(agent: Agent) -> Agent:
     agent.vocabulary = agent_vocabulary_clean(agent.vocabulary)
     _check_voice(agent)
+    _check_llm_provider(agent)
     try:
         with transaction.atomic():
             agent.save()

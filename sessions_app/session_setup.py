@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from django.conf import settings
 
-from sessions_app import protocol
+from secrets_app.provider_credentials import WorkspaceProviders, provider_credentials_open
+from sessions_app import protocol, workspace_providers
 from sessions_app.access import CLOSE_INLINE_REFUSED, Access, agent_allowed
 from sessions_app.models import Agent
 from sessions_app.orchestrator import DEFAULT_EMPTY_REPLY, SessionConfig, ToolDefinition
@@ -50,6 +50,7 @@ class SessionPlan:
     stt_name: str | None = None
     tts_name: str | None = None
     llm_model: str | None = None
+    llm_connection: str | None = None  # the workspace's LLM connection the agent names
 
 
 def new_session_ids() -> tuple[str, str]:
@@ -131,56 +132,23 @@ def _check_inline(
         )
 
 
-def _llm(model: str | None) -> tuple[LLM, str]:
-    if not settings.LLM_BASE_URL:
-        return registry.create("llm", "offline"), "offline"
-    llm = registry.create(
-        "llm",
-        "openai",
-        base_url=settings.LLM_BASE_URL,
-        api_key=settings.LLM_API_KEY,
-        model=model or settings.LLM_MODEL,
-        timeout_s=settings.LLM_TIMEOUT_S,
-    )
-    return llm, "openai"
-
-
-def _speech_options(kind: registry.Kind, name: str) -> dict[str, Any]:
-    """A speech provider's settings, as its constructor takes them."""
-    s = settings
-    options: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {
-        ("stt", "local"): lambda: {"end_silence_ms": s.LOCAL_STT_END_SILENCE_MS},
-        ("stt", "assemblyai"): lambda: {
-            "api_key": s.ASSEMBLYAI_API_KEY or "",
-            "base_url": s.ASSEMBLYAI_BASE_URL,
-            "speech_model": s.ASSEMBLYAI_SPEECH_MODEL,
-            "timeout_s": s.STT_TIMEOUT_S,
-        },
-        ("tts", "orpheus"): lambda: {
-            "url": s.ORPHEUS_URL or "",
-            "api_key": s.ORPHEUS_API_KEY or "",
-            "timeout_s": s.TTS_TIMEOUT_S,
-        },
-        ("tts", "elevenlabs"): lambda: {
-            "api_key": s.ELEVENLABS_API_KEY or "",
-            "base_url": s.ELEVENLABS_BASE_URL,
-            "model_id": s.ELEVENLABS_MODEL,
-            "timeout_s": s.TTS_TIMEOUT_S,
-        },
-        ("tts", "openai"): lambda: {
-            "api_key": s.OPENAI_API_KEY or "",
-            "base_url": s.OPENAI_TTS_BASE_URL,
-            "model": s.OPENAI_TTS_MODEL,
-            "timeout_s": s.TTS_TIMEOUT_S,
-        },
-    }
-    make = options.get((kind, name))
-    return make() if make is not None else {}
-
-
-def _speech(kind: registry.Kind, name: str, **hints: Any) -> Any:
+def _llm(
+    providers: WorkspaceProviders, connection: str | None, model: str | None
+) -> tuple[LLM, str]:
     try:
-        return registry.create(kind, name, **_speech_options(kind, name), **hints)
+        return workspace_providers.llm_for(providers, connection=connection, model=model)
+    except workspace_providers.UnknownConnection:
+        raise ConfigureRefused(
+            "invalid",
+            f"this agent names LLM connection {connection!r}, which its workspace does not "
+            "have; choose another in the agent's settings",
+        ) from None
+
+
+def _speech(kind: registry.Kind, name: str, providers: WorkspaceProviders, **hints: Any) -> Any:
+    options = workspace_providers.speech_options(kind, name, providers)
+    try:
+        return registry.create(kind, name, **options, **hints)
     except registry.UnknownProvider:
         known = ", ".join(registry.names(kind))
         raise ConfigureRefused(
@@ -211,7 +179,9 @@ def session_plan_build(
     mode = pick("mode", agent.mode if agent else "voice")
     locked = dict(access.token_variables or {})
     llm_model = agent.llm_model if agent and agent.llm_model else None
-    llm, llm_name = _llm(llm_model)
+    connection = agent.llm_provider if agent and agent.llm_provider else None
+    providers = provider_credentials_open(workspace_id=access.workspace.pk)
+    llm, llm_name = _llm(providers, connection, llm_model)
     speaks = mode == "voice"
     stt_name = (agent.stt_provider if agent else "") or settings.STT_PROVIDER
     tts_name = (agent.tts_provider if agent else "") or settings.TTS_PROVIDER
@@ -240,18 +210,30 @@ def session_plan_build(
         idle_timeout_s=float(_agent_or(agent, "idle_timeout_s", settings.SESSION_IDLE_TIMEOUT_S)),
         max_duration_s=float(_agent_or(agent, "max_session_s", settings.SESSION_MAX_DURATION_S)),
         started_at=time.time(),
+        notice=_llm_notice(llm_name, access.workspace.pk),
     )
     return SessionPlan(
         config=config,
         agent=agent,
         llm=llm,
-        stt=_speech("stt", stt_name, vocabulary=config.vocabulary) if speaks else None,
-        tts=_speech("tts", tts_name) if speaks else None,
+        stt=_speech("stt", stt_name, providers, vocabulary=config.vocabulary) if speaks else None,
+        tts=_speech("tts", tts_name, providers) if speaks else None,
         tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
         stt_name=stt_name if speaks else None,
         tts_name=tts_name if speaks else None,
         llm_model=llm_model,
+        llm_connection=connection,
     )
+
+
+def _llm_notice(llm_name: str, workspace_id: int) -> dict[str, str] | None:
+    """What ``ready`` says when the workspace has no LLM: in words, and where to fix it."""
+    if llm_name != workspace_providers.OFFLINE:
+        return None
+    return {
+        "message": workspace_providers.no_llm_notice(workspace_id),
+        "setupUrl": workspace_providers.setup_url(workspace_id),
+    }
 
 
 # ---------------------------------------------------------------- resumed sessions
@@ -273,6 +255,7 @@ def session_meta(
         "stt": plan.stt_name,
         "tts": plan.tts_name,
         "llmModel": plan.llm_model,
+        "llmConnection": plan.llm_connection,
     }
 
 
@@ -292,15 +275,19 @@ def session_plan_restore(
     """The plan of a session resumed in this process: its config as it was accepted, fresh
     providers (settings as they are now), tool results on ``reply_channel``."""
     config = session_config_restore(meta, resume_token=resume_token)
-    llm, _llm_name = _llm(meta.get("llmModel"))
+    providers = provider_credentials_open(workspace_id=config.workspace_id)
+    connection = meta.get("llmConnection")
+    llm, _llm_name = _llm(providers, connection, meta.get("llmModel"))
+    stt, tts = meta.get("stt"), meta.get("tts")
     return SessionPlan(
         config=config,
         agent=None,
         llm=llm,
-        stt=_speech("stt", meta["stt"], vocabulary=config.vocabulary) if meta.get("stt") else None,
-        tts=_speech("tts", meta["tts"]) if meta.get("tts") else None,
+        stt=_speech("stt", stt, providers, vocabulary=config.vocabulary) if stt else None,
+        tts=_speech("tts", tts, providers) if tts else None,
         tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
-        stt_name=meta.get("stt"),
-        tts_name=meta.get("tts"),
+        stt_name=stt,
+        tts_name=tts,
         llm_model=meta.get("llmModel"),
+        llm_connection=connection,
     )

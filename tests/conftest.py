@@ -8,7 +8,7 @@ CI (CI=true) a skip would hide a gap, so it fails instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from tests.factories import Tenant, make_tenant
+from tests.fakes.openai_server import FakeOpenAIServer
 
 _CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -66,6 +67,17 @@ def _scripted_speech(settings: Any) -> None:
 
 
 @pytest.fixture
+async def llm(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
+    """A fake OpenAI-compatible LLM server the sessions of the test talk to."""
+    server = FakeOpenAIServer()
+    await server.start()
+    settings.LLM_BASE_URL = server.base_url
+    settings.LLM_API_KEY = "test-llm-key"
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
 def owner(db: None) -> Tenant:
     return make_tenant("owner@example.com", workspace_name="Acme")
 
@@ -83,6 +95,13 @@ def member(owner: Tenant) -> Tenant:
 @pytest.fixture
 def outsider(db: None) -> Tenant:
     return make_tenant("outsider@example.com", workspace_name="Other Corp")
+
+
+def worker_database_url() -> str:
+    """The test database, as a worker process started by a test reaches it."""
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
 def api_client(secret_key: str | None) -> APIClient:

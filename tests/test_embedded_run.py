@@ -55,6 +55,7 @@ def test_dev_command_serves_health_and_admin_in_a_fresh_clone(tmp_path, unused_t
         assert login.url.path == "/login/" and login.url.params["next"] == "/admin/"
         printed = (tmp_path / "dev.log").read_text()
         assert "Publishable key:  pk_" in printed and "Secret key:       sk_" in printed
+        assert "LLM_BASE_URL=http://127.0.0.1:11434/v1" in printed  # how to add a local LLM
         key = re.search(r"Publishable key:\s+(pk_\S+)", printed)
         assert key is not None
         _speaks_offline(f"ws://127.0.0.1:{unused_tcp_port}/v1/session?key={key[1]}")

@@ -17,6 +17,7 @@ from django.core.validators import RegexValidator
 from django.utils.text import slugify
 
 from frontend.dashboard.agent_templates import AgentTemplate
+from secrets_app.provider_credentials import ProviderNames
 from secrets_app.validators import AGENT_SLUG
 from sessions_app import protocol
 from sessions_app.models import Agent
@@ -70,10 +71,17 @@ def slug_from_name(name: str) -> str:
     return slugify(name.replace("_", " "))[:64].strip("-")
 
 
-def _provider_choices(kind: registry.Kind, current: str) -> list[tuple[str, str]]:
+def _provider_choices(
+    kind: registry.Kind, current: str, own_keys: frozenset[str]
+) -> list[tuple[str, str]]:
     # The scripted "fake" engines are for tests; keep one listed only if already chosen.
     names = [name for name in registry.names(kind) if name != "fake" or name == current]
-    return [("", "Platform default"), *((name, PROVIDER_LABELS.get(name, name)) for name in names)]
+
+    def label(name: str) -> str:
+        shown = PROVIDER_LABELS.get(name, name)
+        return f"{shown} (this workspace's key)" if name in own_keys else shown
+
+    return [("", "Platform default"), *((name, label(name)) for name in names)]
 
 
 class VocabularyField(forms.CharField):
@@ -139,11 +147,16 @@ class AgentForm(forms.Form):
         initial=Agent.Mode.VOICE,
         help_text="Voice: speech in and out. Text: typed chat, no audio.",
     )
+    llm_provider = forms.ChoiceField(
+        required=False,
+        label="LLM connection",
+        help_text="One of this workspace's LLM connections (Providers page).",
+    )
     llm_model = forms.CharField(
         max_length=100,
         required=False,
         label="LLM model",
-        help_text="Blank: the platform default model.",
+        help_text="Blank: the connection's model (or the platform default model).",
     )
     stt_provider = forms.ChoiceField(required=False, label="Speech-to-text")
     tts_provider = forms.ChoiceField(required=False, label="Text-to-speech")
@@ -163,9 +176,20 @@ class AgentForm(forms.Form):
         help_text="The session ends when it has lasted this long. Blank: the platform default.",
     )
 
-    def __init__(self, *args: Any, creating: bool, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, creating: bool, providers: ProviderNames | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.creating = creating
+        configured = providers or ProviderNames()
+        names = list(configured.llms)
+        current = str(self.initial.get("llm_provider") or "")
+        if current and current not in names:  # deleted since: shown, so it can be changed
+            names.append(current)
+        default = f"Workspace default ({names[0]})" if names else "Platform default"
+        select = self.fields["llm_provider"]
+        assert isinstance(select, forms.ChoiceField)
+        select.choices = [("", default), *((name, name) for name in names)]
         providers: tuple[tuple[str, registry.Kind], ...] = (
             ("stt_provider", "stt"),
             ("tts_provider", "tts"),
@@ -173,7 +197,8 @@ class AgentForm(forms.Form):
         for field, kind in providers:
             select = self.fields[field]
             assert isinstance(select, forms.ChoiceField)
-            select.choices = _provider_choices(kind, str(self.initial.get(field) or ""))
+            current = str(self.initial.get(field) or "")
+            select.choices = _provider_choices(kind, current, configured.speech)
         if creating:
             self.fields["slug"].help_text += " Blank: made from the name."
         else:
@@ -363,6 +388,7 @@ class AgentEditor:
         *,
         agent: Agent | None = None,
         template: AgentTemplate | None = None,
+        providers: ProviderNames | None = None,
     ) -> None:
         if agent is not None:
             initial = {name: getattr(agent, name) for name in AGENT_FIELDS}
@@ -370,7 +396,7 @@ class AgentEditor:
         else:
             initial = dict(template.agent) if template else {}
             tools = template.tools if template else []
-        self.form = AgentForm(data, creating=agent is None, initial=initial)
+        self.form = AgentForm(data, creating=agent is None, initial=initial, providers=providers)
         self.tools = ToolFormSet(data, prefix="tools", initial=[tool_initial(t) for t in tools])
 
     def is_valid(self) -> bool:

@@ -18,6 +18,7 @@ from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES, AgentTemplate
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app.audit import actor_for_request
+from secrets_app.provider_credentials import provider_names
 from sessions_app import selectors, services
 from sessions_app.models import Agent
 
@@ -61,7 +62,11 @@ def _editor_page(
 @require_http_methods(["GET", "POST"])
 def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     template = _template(request)
-    editor = AgentEditor(request.POST or None, template=template)
+    editor = AgentEditor(
+        request.POST or None,
+        template=template,
+        providers=provider_names(workspace=scope.workspace),
+    )
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_create(
@@ -83,7 +88,11 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def edit(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     agent = selectors.agent_get(workspace=scope.workspace, slug=slug)
-    editor = AgentEditor(request.POST or None, agent=agent)
+    editor = AgentEditor(
+        request.POST or None,
+        agent=agent,
+        providers=provider_names(workspace=scope.workspace),
+    )
     if request.method == "POST" and editor.is_valid():
         try:
             agent = services.agent_update(

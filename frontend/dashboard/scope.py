@@ -17,6 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from frontend.dashboard.notices import workspace_notices
 from secrets_app import selectors
 from secrets_app.models import Membership, Workspace
 
@@ -27,7 +28,10 @@ NAV = (
     ("Agents", "dashboard:agents"),
     ("Playground", "dashboard:playground"),
     ("Sessions", "dashboard:sessions"),
+    ("Usage", "dashboard:usage"),
     ("Secrets", "dashboard:secrets"),
+    ("Providers", "dashboard:providers"),
+    ("Webhooks", "dashboard:webhooks"),
     ("API keys", "dashboard:keys"),
     ("Members", "dashboard:members"),
 )
@@ -105,6 +109,7 @@ def render_page(
         "workspaces": selectors.workspace_list_for_user(user=request.user),  # type: ignore[arg-type]
         "nav": OWNER_NAV if scope.is_owner else NAV,
         "section": section,
+        "notices": workspace_notices(scope.workspace, is_owner=scope.is_owner),
         **(context or {}),
     }
     return render(request, template, page, status=status)

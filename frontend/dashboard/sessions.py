@@ -24,33 +24,16 @@ from django.views.decorators.http import require_POST
 from frontend.dashboard.scope import Scope, render_page, workspace_page
 from frontend.dashboard.waterfall import Waterfall, format_ms, waterfall_for
 from secrets_app.audit import actor_for_request
-from sessions_app import access, control, selectors
+from sessions_app import control, selectors
+from sessions_app.close_reasons import close_reason_words, ended_normally
 from sessions_app.models import Agent, Session, ToolCallRecord, TurnRecord
+from sessions_app.orchestrator.usage import USAGE_FIELDS
 
 PAGE_SIZE = 50
 STARTED_WITHIN = {
     "24h": timedelta(hours=24),
     "7d": timedelta(days=7),
     "30d": timedelta(days=30),
-}
-CLOSE_REASONS = {
-    1000: "Ended",
-    1001: "Page closed",
-    1005: "Ended",
-    1006: "Connection lost",
-    1011: "Server error",
-    1012: "Server restarting",
-    access.CLOSE_NO_CONFIGURE: "No configure sent",
-    access.CLOSE_BAD_KEY: "Invalid key",
-    access.CLOSE_SECRET_KEY: "Secret key refused",
-    access.CLOSE_ORIGIN: "Origin not allowed",
-    access.CLOSE_AGENT: "Agent not allowed",
-    access.CLOSE_INLINE_REFUSED: "Inline config refused",
-    access.CLOSE_TOO_MANY: "Too many sessions",
-    access.CLOSE_ENDED: "Ended by the workspace",
-    access.CLOSE_IDLE: "Idle too long",
-    access.CLOSE_TOO_LONG: "Reached its maximum length",
-    access.CLOSE_RESTART: "Ended by a platform restart",
 }
 TOOL_STATUS_BADGES = {
     "completed": "green",
@@ -65,9 +48,7 @@ def close_reason(session: Session) -> tuple[str, str]:
     if session.ended_at is None:
         return "Live", "green"
     code = session.close_code
-    if code is None or code in selectors.NORMAL_CLOSE_CODES:
-        return CLOSE_REASONS.get(code or 1000, "Ended"), "gray"
-    return CLOSE_REASONS.get(code, f"Closed with code {code}"), "red"
+    return close_reason_words(code), "gray" if ended_normally(code) else "red"
 
 
 def format_duration(elapsed: timedelta) -> str:
@@ -255,6 +236,7 @@ def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
         "transcript": session.transcript.all(),
         "tool_calls": tool_calls,
         "turns": [TurnView.of(record) for record in session.turns.all()],
+        "usage": {name: int((session.usage or {}).get(name, 0)) for name in USAGE_FIELDS},
     }
     return render_page(
         request, scope, "dashboard/session_detail.html", context, section="dashboard:sessions"

@@ -11,9 +11,12 @@ from frontend.dashboard import (
     keys,
     members,
     playground,
+    providers,
     secret_store,
     security,
     sessions,
+    usage,
+    webhooks,
 )
 
 app_name = "dashboard"
@@ -23,7 +26,10 @@ workspace_pages = [
     *agents.urlpatterns,
     *playground.urlpatterns,
     *sessions.urlpatterns,
+    *usage.urlpatterns,
     *secret_store.urlpatterns,
+    *providers.urlpatterns,
+    *webhooks.urlpatterns,
     *keys.urlpatterns,
     *members.urlpatterns,
     *audit.urlpatterns,

@@ -184,7 +184,7 @@ def layout(
     figure past the latest end."""
     lowest = min(0.0, *(entry["startMs"] for entry in timeline))
     highest = max(entry["endMs"] for entry in timeline)
-    step = _tick_step(highest - lowest)
+    step = tick_step(highest - lowest)
     domain_start = math.floor(lowest / step) * step
     domain_end = max(math.ceil(highest / step) * step, domain_start + step)
     plot_width = WIDTH - 2 * PAD_X
@@ -263,9 +263,9 @@ def _duration(value: Any) -> float | None:
     return number if number is not None and number >= 0 else None
 
 
-def _tick_step(span: float) -> float:
-    """A round step (1, 2, 2.5, 4 or 5 × 10ⁿ ms) giving at most ``MAX_TICK_INTERVALS``."""
-    raw = max(span, 1.0) / MAX_TICK_INTERVALS
+def tick_step(span: float, intervals: int = MAX_TICK_INTERVALS) -> float:
+    """A round step (1, 2, 2.5, 4 or 5 × 10ⁿ) giving at most ``intervals`` intervals."""
+    raw = max(span, 1.0) / intervals
     magnitude = 10 ** math.floor(math.log10(raw))
     return next(m * magnitude for m in (1, 2, 2.5, 4, 5, 10) if m * magnitude >= raw)
 

@@ -133,6 +133,20 @@ export interface MetricsEvent extends ServerEvent {
   tools: { name: string; status: string; ms: number }[];
   /** The stages that happened, in ms from the user's last word (or the typed text), by start. */
   timeline: { stage: string; startMs: number; endMs: number }[];
+  /** What the session consumed since the previous turn ended (audio in ms). */
+  usage: {
+    llmRequests: number;
+    promptTokens: number;
+    completionTokens: number;
+    /** Requests whose provider reported no usage: their tokens are estimated. */
+    estimatedLlmRequests: number;
+    sttAudioMs: number;
+    ttsCharacters: number;
+    ttsAudioMs: number;
+    serverToolCalls: number;
+    toolCpuMs: number;
+    clientToolCalls: number;
+  };
 }
 
 export interface AgentEvents {

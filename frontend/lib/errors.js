@@ -12,6 +12,7 @@ export const REFUSAL_CLOSE_CODES = {
   4010: "session_idle",
   4011: "session_too_long",
   4029: "too_many_sessions",
+  4030: "quota_exceeded",
 };
 const RESUME_FAILURES = new Set(["resume_unavailable", "resume_refused"]);
 export const FATAL_ERRORS = new Set([...Object.values(REFUSAL_CLOSE_CODES), "bad_protocol", ...RESUME_FAILURES]);
@@ -22,6 +23,7 @@ export const READABLE = {
   origin_not_allowed: "This website is not allowed to use this agent (origin not allowed for the key).",
   agent_not_allowed: "This agent does not exist or is not allowed for this page's API key.",
   too_many_sessions: "Too many conversations are open right now. Please try again in a minute.",
+  quota_exceeded: "This service has used up its quota for now, so the conversation has ended. Please try again later.",
   inline_config_refused:
     "This page's API key only serves saved agents; the page's own agent settings were refused.",
   configure_timeout: "The voice platform did not receive the session settings in time.",

@@ -62,6 +62,8 @@ class SessionConfig:
     idle_timeout_s: float | None = None  # no speech, text or tool result for this long
     max_duration_s: float | None = None
     started_at: float = 0.0  # epoch seconds; what max_duration_s counts from
+    # Said in `ready` ({message, setupUrl}): the workspace has no LLM, and where to add one.
+    notice: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)

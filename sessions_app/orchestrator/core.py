@@ -18,6 +18,7 @@ from typing import Any
 
 from sessions_app.orchestrator.config import SessionConfig, SettledToolCall, TurnMetrics
 from sessions_app.orchestrator.guard import NoGuard, SessionGuard
+from sessions_app.orchestrator.usage import UsageMeter
 from sessions_app.providers.base import LLM, STT, TTS, STTStream, ToolRunner
 
 # The package's name, not this module's: log configuration written for the single-module
@@ -115,6 +116,9 @@ class SessionCore:
         self._audio_ready = asyncio.Event()
         if config.audio_ready:
             self._audio_ready.set()
+        self._usage = UsageMeter(tts_sample_rate=config.tts_sample_rate)
+        # Set when the session may start no more turns (its workspace is out of quota).
+        self._turns_refused: str | None = None
         self._closed = False
 
     @property

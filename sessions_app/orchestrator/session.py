@@ -57,6 +57,7 @@ class VoiceSession(Resumable):
             "protocolVersion": protocol.PROTOCOL_VERSION,
             "mode": config.mode,
             "llm": config.llm_name,
+            **({"notice": config.notice} if config.notice else {}),
         })  # fmt: skip
         await self._check_voice()
         if config.mode == "voice":
@@ -120,6 +121,8 @@ class VoiceSession(Resumable):
             await stream.push_audio(pcm)
         except ProviderError as exc:
             await self._stt_failed(stream, exc)
+        else:
+            self._usage.stt_audio_bytes += len(pcm)
 
     async def cancel(self, *, played_ms: int | None = None) -> None:
         async with self._control_lock:
@@ -132,6 +135,27 @@ class VoiceSession(Resumable):
             self._history.clear()
             self._turn = None
             await self._emit("reset")
+
+    def take_usage(self) -> dict[str, int]:
+        """What the session consumed since the last take (the last turn's end, or this)."""
+        return self._usage.take()
+
+    async def refuse_turns(self, message: str) -> None:
+        """Say ``message`` (code ``quota_exceeded``); from now on no new turn starts."""
+        self._turns_refused = message
+        await self.handle_error("quota_exceeded", message)
+
+    async def current_turn_done(self, within_s: float) -> None:
+        """Wait, up to ``within_s``, until the running turn is over and its audio played."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        turn = self._turn
+        if turn is not None and turn.task is not None and not turn.task.done():
+            await asyncio.wait({turn.task}, timeout=within_s)
+        if turn is not None and self.speaks:
+            await asyncio.sleep(
+                max(0.0, min(turn.playback_end - self._clock(), deadline - loop.time()))
+            )
 
     async def close(self) -> None:
         if self._closed:

@@ -53,10 +53,12 @@ class SpeechOutput(SessionCore):
                 continue
             if turn.metrics is not None and turn.metrics.first_tts_request_at is None:
                 turn.metrics.first_tts_request_at = self._clock()
+            self._usage.tts_characters += len(speech)
             try:
                 chunks = self._tts.synthesize(speech, voice=self._voice)
                 async with closing_stream(chunks) as audio:
                     async for chunk in audio:
+                        self._usage.tts_audio_bytes += len(chunk)
                         metrics = turn.metrics
                         if metrics is not None and metrics.first_tts_byte_at is None and chunk:
                             metrics.first_tts_byte_at = self._clock()

@@ -131,6 +131,8 @@ class ToolCalls(SessionCore):
         except Exception as exc:
             log_failure(self.config.session_id, "a server tool", exc)
             outcome = ToolOutcome("failed", error="the tool could not be run")
+        self._usage.server_tool_calls += 1
+        self._usage.tool_cpu_ms += outcome.cpu_ms
         await self._settle(
             invocation.call_id, invocation.name, invocation.arguments, message, outcome
         )
@@ -147,6 +149,7 @@ class ToolCalls(SessionCore):
         self._client_calls[call.id] = PendingClientCall(future, turn, tool.name, message, arguments)
         turn.client_calls.add(call.id)
         timeout = self._timeout(tool)
+        self._usage.client_tool_calls += 1
         await self._emit(
             "tool_call", {"callId": call.id, "name": tool.name, "arguments": arguments}
         )

@@ -14,7 +14,9 @@ from sessions_app.orchestrator.config import TurnMetrics, render_template
 from sessions_app.orchestrator.core import Turn, closing_stream, log_failure
 from sessions_app.orchestrator.speech import SpeechOutput
 from sessions_app.orchestrator.tools import ToolCalls
+from sessions_app.orchestrator.usage import wire_usage
 from sessions_app.providers.base import (
+    LLMDone,
     ProviderError,
     TextDelta,
     ToolCall,
@@ -45,6 +47,9 @@ class Turns(SpeechOutput, ToolCalls):
             return
         async with self._control_lock:
             if self._closed:
+                return
+            if self._turns_refused is not None:
+                await self.handle_error("quota_exceeded", self._turns_refused)
                 return
             await self._interrupt("new_turn", None)
             if self._closed:  # closed meanwhile: start nothing close() would not see
@@ -159,15 +164,40 @@ class Turns(SpeechOutput, ToolCalls):
         if metrics.llm_request_at is None:
             metrics.llm_request_at = turn.round_request_at
         stream = self._llm.stream(messages=messages, tools=tools, model=self.config.model)
-        async with closing_stream(stream) as events:
-            async for event in events:
-                if isinstance(event, TextDelta) and event.text:
-                    await self._on_text(turn, splitter, event.text)
-                elif isinstance(event, ToolCallsRequested):
-                    calls = event.calls
+        done: LLMDone | None = None
+        try:
+            async with closing_stream(stream) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta) and event.text:
+                        await self._on_text(turn, splitter, event.text)
+                    elif isinstance(event, ToolCallsRequested):
+                        calls = event.calls
+                    elif isinstance(event, LLMDone):
+                        done = event
+        finally:  # an interrupted round was still a request the provider worked on
+            self._meter_round(messages, tools, turn.round_text, calls, done)
         for sentence in splitter.flush() if splitter else ():
             self._say(turn, sentence)
         return turn.round_text, calls
+
+    def _meter_round(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[ToolSpec],
+        text: str,
+        calls: tuple[ToolCall, ...],
+        done: LLMDone | None,
+    ) -> None:
+        # A round counts once it got an answer; the offline stand-in is no provider at all.
+        if self.config.llm_name == "offline" or (done is None and not text and not calls):
+            return
+        self._usage.llm_round(
+            messages=messages,
+            tools=tools,
+            text=text,
+            calls=calls,
+            reported=done.usage if done is not None else None,
+        )
 
     async def _on_text(self, turn: Turn, splitter: SentenceSplitter | None, text: str) -> None:
         assert turn.metrics is not None
@@ -193,7 +223,8 @@ class Turns(SpeechOutput, ToolCalls):
         if metrics is None:
             return
         metrics.end_at, metrics.outcome = self._clock(), outcome
-        await self._emit("metrics", metrics.as_event())
+        # The turn's usage: what the session consumed since the previous turn ended.
+        await self._emit("metrics", {**metrics.as_event(), "usage": wire_usage(self._usage.take())})
         if self._on_turn_metrics is not None:
             try:
                 self._on_turn_metrics(metrics)

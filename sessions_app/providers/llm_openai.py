@@ -414,14 +414,22 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+# Anthropic's names, as some gateways pass them through, in OpenAI's vocabulary.
+_USAGE_NAMES = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
+
+
 def _int_usage(usage: Any) -> dict[str, int]:
     if not isinstance(usage, dict):
         return {}
-    return {
+    counts = {
         key: value
         for key, value in usage.items()
-        if isinstance(value, int) and not isinstance(value, bool)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0
     }
+    for theirs, ours in _USAGE_NAMES.items():
+        if theirs in counts:
+            counts.setdefault(ours, counts[theirs])
+    return counts
 
 
 # ---------------------------------------------------------------- failures

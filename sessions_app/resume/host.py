@@ -45,6 +45,9 @@ logger = logging.getLogger(__name__)
 
 OWNER_TTL_S = 15.0  # a killed process's sessions can be taken over after this
 KEEP_EVERY_S = 5.0
+# Usage is recorded after each turn, and at least this often: a long silence streamed to the
+# recogniser counts toward the voice-minutes quota before the next turn.
+USAGE_EVERY_S = 60.0
 TURN_SETTLE_S = 10.0  # how long a handover waits for a turn without server tools
 # Events after which the snapshot is written again.
 STATE_EVENTS = frozenset(
@@ -167,6 +170,7 @@ class SessionHost:
         self._handover_replies: list[str] = []
         self._handover: asyncio.Task[None] | None = None
         self._stopping = False
+        self._quota_ending = False
 
     @property
     def sink(self) -> Sink | None:
@@ -191,6 +195,7 @@ class SessionHost:
         self._log.extend(events or [])
         self._state = "running"
         _hosts[self.session_id] = self
+        self._recorder.on_quota_exceeded = self._quota_exceeded
         try:
             if meta is not None:
                 state = json.dumps(session.snapshot())
@@ -275,9 +280,11 @@ class SessionHost:
             await self._store.delete(self.session_id)
         except Exception as exc:
             logger.warning("session %s: resume store: %s", self.session_id, type(exc).__name__)
+        usage = None
         if self.session is not None:
             await self.session.close()
-        await self._recorder.finish(close_code)
+            usage = self.session.take_usage()
+        await self._recorder.finish(close_code, usage)
         metrics.session_closed(close_code)
         for pool in self.lease_pools:
             with contextlib.suppress(Exception):
@@ -337,6 +344,24 @@ class SessionHost:
                 access.CLOSE_IDLE,
             )
         return None
+
+    async def _quota_exceeded(self, message: str) -> None:
+        """The workspace used up a quota: say so, let the running turn finish (and be
+        heard), then end the session. Returns at once (the record writer calls it)."""
+        if self._state != "running" or self._quota_ending or self.session is None:
+            return
+        self._quota_ending = True
+        await self.session.refuse_turns(message)
+        _run_unowned(self._end_after_turn(message), "session-host quota end")
+
+    async def _end_after_turn(self, message: str) -> None:
+        assert self.session is not None
+        await self.session.current_turn_done(handover_wait_s(self.session.config))
+        sink, self._sink = self._sink, None  # its close is not a disconnect to wait out
+        if sink is not None and self._state == "running":
+            with contextlib.suppress(Exception):
+                await sink.terminate(access.CLOSE_QUOTA_EXCEEDED, message)
+        await self.end(access.CLOSE_QUOTA_EXCEEDED)
 
     async def _expire_after(self, ttl: float) -> None:
         await asyncio.sleep(ttl)
@@ -442,8 +467,11 @@ class SessionHost:
 
     async def _keep(self) -> None:
         loop = asyncio.get_running_loop()
-        renewed_at = loop.time()
+        renewed_at = usage_at = loop.time()
         while not self._stopping:
+            if loop.time() - usage_at >= USAGE_EVERY_S:
+                self._record_usage()
+                usage_at = loop.time()
             try:
                 attached = self._sink is not None
                 await self._store.keep(
@@ -459,6 +487,11 @@ class SessionHost:
             except Exception as exc:
                 logger.warning("session %s: keeping: %s", self.session_id, type(exc).__name__)
             await asyncio.sleep(KEEP_EVERY_S)
+
+    def _record_usage(self) -> None:
+        usage = self.session.take_usage() if self.session is not None else {}
+        if any(usage.values()):
+            self._recorder.record_usage(usage)
 
     # ---------------------------------------------------------------- the channel
 
@@ -516,6 +549,7 @@ class SessionHost:
             self._dirty = True
             await self.flush()
             await self.session.close()
+            self._record_usage()
             await self._recorder.pause()
             metrics.SESSIONS_LIVE.dec()  # it lives on in the process that took it over
         except Exception as exc:

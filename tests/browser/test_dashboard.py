@@ -162,6 +162,10 @@ def test_from_sign_up_to_a_session_waterfall(
         ("templates", "agents/templates/"),
         ("keys", "keys/"),
         ("members", "members/"),
+        ("usage", "usage/"),
+        ("usage-per-agent", "usage/?group=agent"),
+        ("providers", "providers/"),
+        ("webhooks", "webhooks/"),
     ]:
         page.goto(f"{workspace_url}{path}")
         shoot(page, name)

@@ -84,7 +84,11 @@ class Finish:
 
 @dataclass(frozen=True)
 class Usage:
-    """The ``stream_options.include_usage`` chunk: empty choices and token counts."""
+    """The ``stream_options.include_usage`` chunk: empty choices and token counts.
+
+    Sent only when the request asked for it (``stream_options: {"include_usage": true}``),
+    as OpenAI does; a request that did not ask gets no usage at all.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -316,6 +320,8 @@ class _Response:
                     raise ValueError(f"{step!r} must come before any streaming step")
                 await self._send_whole(step)
                 return True
+            elif isinstance(step, Usage) and not self.include_usage:
+                continue  # nobody asked for it
             else:
                 await self._start_stream()
                 await self._send_chunk(self._render(step))

@@ -83,3 +83,15 @@ def test_revoke_action(admin_client, owner):
 def test_admin_login_is_by_email(client, db):
     User.objects.create_superuser(email="Boss@Example.com", password="pw-boss-123")
     assert client.login(username="boss@example.com", password="pw-boss-123")
+
+
+def test_provider_credentials_are_listed_without_their_keys(admin_client, owner):
+    from secrets_app.provider_credentials import provider_speech_set
+
+    row = provider_speech_set(workspace=owner.workspace, kind="elevenlabs", api_key=SECRET_VALUE)
+    for url in ("/admin/secrets_app/providercredential/",
+                f"/admin/secrets_app/providercredential/{row.pk}/change/"):  # fmt: skip
+        response = admin_client.get(url)
+        assert response.status_code == 200 and SECRET_VALUE not in response.content.decode()
+    listing = admin_client.get("/admin/secrets_app/providercredential/").content.decode()
+    assert "elevenlabs" in listing

@@ -23,17 +23,6 @@ async def make() -> AsyncIterator[Callable[..., Harness]]:
 
 
 @pytest.fixture
-async def llm(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
-    """A fake OpenAI-compatible LLM server the sessions of the test talk to."""
-    server = FakeOpenAIServer()
-    await server.start()
-    settings.LLM_BASE_URL = server.base_url
-    settings.LLM_API_KEY = "test-llm-key"
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
 async def echo(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
     """An LLM that answers every request ("You said: …")."""
     server = FakeOpenAIServer(default=DEFAULT_SCRIPT)

@@ -231,6 +231,26 @@ async def test_usage_chunk_is_reported_on_done(server: FakeOpenAIServer) -> None
     )
 
 
+async def test_usage_comes_only_when_asked_for(server: FakeOpenAIServer) -> None:
+    """As OpenAI does: no ``stream_options.include_usage`` (the gateway's requests), no usage."""
+    server.script(text_reply("Hi.", usage=Usage(prompt_tokens=42, completion_tokens=3)))
+
+    events = await collect(OpenAICompatibleLLM(server.base_url, flavor="assemblyai"))
+
+    assert "stream_options" not in server.requests[0].json
+    assert events[-1] == LLMDone("stop", {})
+
+
+async def test_anthropic_usage_names_are_read_too(server: FakeOpenAIServer) -> None:
+    usage = {"input_tokens": 30, "output_tokens": 7}
+    server.script(Text("Hi."), Finish("stop"), Chunk({"choices": [], "usage": usage}), Done())
+
+    events = await collect(OpenAICompatibleLLM(server.base_url))
+
+    assert events[-1].usage["prompt_tokens"] == 30  # type: ignore[union-attr]
+    assert events[-1].usage["completion_tokens"] == 7  # type: ignore[union-attr]
+
+
 async def test_one_connection_pool_is_shared_across_instances(server: FakeOpenAIServer) -> None:
     for word in ("one", "two", "three"):
         server.script(text_reply(word))

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection
 
 from secrets_app import services as secret_services
+from tests.conftest import worker_database_url
 from tests.factories import make_tenant
 from tests.fakes.egress_server import EgressTestServer, respond
 from tests.fakes.openai_server import Done, FakeOpenAIServer, Finish, text_reply, tool_call
@@ -34,18 +34,12 @@ pytestmark = [
 ]
 
 
-def _test_database_url() -> str:
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-
-
 @pytest.fixture
 def worker(tmp_path):
     def start(egress_port: int, concurrency: int = 1) -> subprocess.Popen[bytes]:
         env = {
             **os.environ,
-            "DATABASE_URL": _test_database_url(),
+            "DATABASE_URL": worker_database_url(),
             "REDIS_URL": settings.REDIS_URL,
             "SANDBOX_EGRESS_ALLOW_PRIVATE": "true",
             "SANDBOX_EGRESS_PORTS": str(egress_port),

@@ -5,6 +5,7 @@ import os
 import secrets
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -41,10 +42,23 @@ class Command(BaseCommand):
                     f"  API docs:         {base}/api/docs/",
                     f"  Publishable key:  {demo['publishable_key']}",
                     f"  Secret key:       {demo['secret_key']}",
+                    *self._llm_lines(base),
                     "",
                 ]
             )
         )
+
+    def _llm_lines(self, base: str) -> list[str]:
+        if settings.LLM_BASE_URL:
+            host = urlsplit(settings.LLM_BASE_URL).hostname
+            return [f"  Language model:   {settings.LLM_MODEL} at {host}"]
+        return [
+            "  Language model:   none yet, so agents only repeat what they hear. A local Ollama:",
+            "                    ollama pull llama3.2 && LLM_BASE_URL=http://127.0.0.1:11434/v1 "
+            "LLM_MODEL=llama3.2 ./dev.sh",
+            f"                    or per workspace: {base}/ → Providers (a local address there "
+            "needs SANDBOX_EGRESS_ALLOW_PRIVATE=true)",
+        ]
 
     def _load(self, path: Path) -> dict[str, Any] | None:
         if not path.exists():
