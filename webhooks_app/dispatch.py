@@ -38,6 +38,9 @@ class EmbeddedDispatcher:
     """A timetable of attempts, run by a daemon thread; attempts run on worker threads."""
 
     def __init__(self, workers: int = 2) -> None:
+        from django.utils import timezone
+
+        self.started_at = timezone.now()
         self._timetable: list[tuple[float, int, int, int]] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
@@ -80,16 +83,18 @@ class EmbeddedDispatcher:
 
 
 def _catch_up(dispatcher: EmbeddedDispatcher) -> None:
-    """Deliveries a previous run of the platform left waiting are scheduled again. (One
-    this process scheduled already is attempted once all the same: an attempt is claimed
-    by its number.)"""
+    """Deliveries a previous run of the platform left waiting are scheduled again. Only
+    those made before this process's timetable started: a delivery of this process is on
+    the timetable already, and may be in the middle of an attempt that the catch-up would
+    otherwise take for an unfinished one and repeat."""
     from django.utils import timezone
 
     from webhooks_app.models import WebhookDelivery
 
     try:
         waiting = WebhookDelivery.objects.filter(
-            status__in=[WebhookDelivery.Status.PENDING, WebhookDelivery.Status.RETRYING]
+            status__in=[WebhookDelivery.Status.PENDING, WebhookDelivery.Status.RETRYING],
+            created_at__lt=dispatcher.started_at,
         ).values_list("pk", "attempts", "next_attempt_at")
         for delivery_id, attempts, next_at in waiting:
             delay = (next_at - timezone.now()).total_seconds() if next_at else 0.0
