@@ -2,8 +2,8 @@
 
 Every operation documents the JSON error shape for the answers any request may get: 401
 (no or a bad key), 403 (a scope the key lacks), 429 (``Retry-After``), 400 for requests with
-a body, 404 for paths with an id. ``tests/test_openapi.py`` checks real responses against
-it with schemathesis.
+a body or query parameters, 404 for paths with an id. ``tests/test_openapi.py`` checks
+real responses against it with schemathesis.
 """
 
 from __future__ import annotations
@@ -43,7 +43,10 @@ class ApiSchema(AutoSchema):
         if direction != "response" or not self.path.startswith("/api/v1/"):
             return responses
         errors = dict(_ERRORS)
-        if self.method in ("POST", "PUT", "PATCH") or hasattr(self.view, "paginator_class"):
+        takes_input = self.method in ("POST", "PUT", "PATCH") or hasattr(
+            self.view, "paginator_class"
+        )
+        if takes_input or self.get_override_parameters():  # query parameters can be wrong
             errors["400"] = "The request is invalid: `message` names the field."
         if "{" in self.path:
             errors["404"] = "No such object in this workspace."
