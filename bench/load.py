@@ -17,7 +17,8 @@ Postgres database and uses one Redis database number (flushed before and after).
         [--web-cpu N] [--quick]
 
 ``--web-cpu 0``: every daphne process on CPU 0, the load generator, the worker and the
-fake LLM on the other CPUs (sessions per core). ``--quick``: 20 sessions, 10 s windows, a 15 s soak (about a minute). Environment:
+fake LLM on the other CPUs (sessions per core). ``--quick``: 20 sessions, 10 s windows, a
+15 s soak (about a minute). Environment:
 ``BENCH_REDIS_URL`` (default redis://127.0.0.1:6379), ``BENCH_POSTGRES_URL`` (default
 postgres://postgres@127.0.0.1:5432).
 """
@@ -462,9 +463,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-server-tool", dest="server_tool", action="store_false",
                         help="no server tool in the turns, no Celery worker")  # fmt: skip
     parser.add_argument("--worker-concurrency", type=int, default=1)
-    parser.add_argument("--frame-ms", type=int, default=20, help="audio per message (client.js: 40)")
-    parser.add_argument("--web-cpu", type=int, help="pin the daphne processes to this CPU and "
-                        "everything else (load generator, worker, fake LLM) to the others")  # fmt: skip
+    parser.add_argument("--frame-ms", type=int, default=20, help="audio per message; client.js: 40")
+    parser.add_argument("--web-cpu", type=int, help="pin the daphne processes to this CPU, the "
+                        "rest (load generator, worker, fake LLM) to the others")  # fmt: skip
     parser.add_argument("--redis-db", type=int, default=7, help="flushed before and after")
     parser.add_argument("--quick", action="store_true", help="about a minute: a sanity run")
     options = parser.parse_args(argv)
