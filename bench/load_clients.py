@@ -4,8 +4,8 @@ A session connects with the workspace's ``pk_`` key from ``http://localhost``, s
 ``configure`` (voice mode, and one server tool if asked), waits for ``ready``, then sends
 a frame of ``frame_ms`` (20 ms: 640 bytes of PCM16 16 kHz; ``client.js`` sends 40 ms) at
 every absolute deadline ``start + k * frame_ms`` and, once a second, ``ping {t}``. Every
-``turn_every_s`` it speaks: 600 ms of a tone (speech to the fake recogniser), after which the recogniser's 500 ms of silence ends
-the turn and the agent answers.
+``turn_every_s`` it speaks: 600 ms of a tone (speech to the fake recogniser), after which
+the recogniser's 500 ms of silence ends the turn and the agent answers.
 
 Everything observed lands in ``Observations``: counters (read twice, for a window) and
 timestamped samples (filtered by window), all on this process's monotonic clock.

@@ -95,9 +95,7 @@ async def test_url_and_text_decoder_answer_like_nodes() -> None:
             timeout=60, check=True,
         ).stdout
     )  # fmt: skip
-    result = await run_jailed(
-        PROBE, cases, wall_time_s=30, max_result_bytes=4 * 2**20
-    )
+    result = await run_jailed(PROBE, cases, wall_time_s=30, max_result_bytes=4 * 2**20)
     assert result.ok, result.error
     ours = json.loads(result.result_json or "")
     url_differences = [
