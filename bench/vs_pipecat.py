@@ -258,15 +258,17 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+def p50_p90(values: list[float]) -> dict[str, float]:
+    return {"p50": round(quantile(values, 0.5), 1), "p90": round(quantile(values, 0.9), 1)}
+
+
 def side_report(result: dict[str, Any]) -> dict[str, Any]:
     audio = result["first_audio_ms"]
     overhead = [value - floor_ms() for value in audio]
     return {
         "turns": len(audio),
-        "first_audio_ms": {"p50": round(quantile(audio, 0.5), 1),
-                           "p90": round(quantile(audio, 0.9), 1)},  # fmt: skip
-        "overhead_ms": {"p50": round(quantile(overhead, 0.5), 1),
-                        "p90": round(quantile(overhead, 0.9), 1)},  # fmt: skip
+        "first_audio_ms": p50_p90(audio),
+        "overhead_ms": p50_p90(overhead),
         "cpu_ms_per_turn": round(1000 * result["cpu_s"] / max(1, result["turns"]), 2),
     }
 
