@@ -12,7 +12,9 @@ transcript, when the partial thread is idle. At the first short pause
 (``check_silence_ms``) two things start at once: the final decode of the utterance so far
 (speculative: dropped if the user speaks again) and the smart-turn model
 (``stt_local_turn``), which judges from the audio whether the user has finished. When it
-is confident, the turn ends then; when it is not, the turn ends after
+is confident and the decoded words end a sentence (Whisper punctuates: "…leaves?" ends
+one, "Can you check whether my..." does not), the turn ends then; else both are asked
+again after ``recheck_silence_ms``, when either one is enough; else the turn ends after
 ``incomplete_silence_ms`` of silence. Without the model (not installed, or
 ``turn_model=False``) a fixed ``end_silence_ms`` of silence ends the turn, as it did
 before. ``max_utterance_s`` cuts a monologue into turns.
@@ -205,6 +207,13 @@ def whisper_prompt(vocabulary: Sequence[str]) -> str | None:
     return f"Vocabulary: {', '.join(terms)}." if terms else None
 
 
+def ends_sentence(text: str) -> bool:
+    """Whisper punctuates what it hears: a finished sentence ends in ".", "?" or "!"; a
+    trailing-off one ends in "..." or in no mark at all."""
+    text = text.rstrip()
+    return text.endswith((".", "?", "!")) and not text.endswith(("...", "…"))
+
+
 @dataclasses.dataclass(eq=False)
 class _Pause:
     """The first short pause of an utterance: its speculative final and the model's verdict."""
@@ -341,16 +350,26 @@ class LocalSTTStream(STTStream):
             self._track(self._judge(pause, samples))
 
     async def _judge(self, pause: _Pause, samples: np.ndarray) -> None:
+        """Ask the model (and read the speculative final); end the turn when both agree."""
+        first = pause.judged == 1
         try:
             probability = await stt_local_turn.predict(samples)
         except Exception as exc:  # the fixed silence takes over
             logger.warning("end-of-turn model failed: %s", type(exc).__name__)
             return
+        assert pause.decode is not None
+        try:
+            text = await asyncio.shield(pause.decode)
+        except Exception:  # reported once, by whoever delivers the final
+            text = ""
         if pause.stale or self._pause is not pause:
             return
         rules = self._rules
-        threshold = rules.complete_threshold if pause.judged == 1 else rules.recheck_threshold
-        pause.complete = probability >= threshold
+        threshold = rules.complete_threshold if first else rules.recheck_threshold
+        sounds_done, reads_done = probability >= threshold, ends_sentence(text)
+        # At the first pause both must say so (a 400 ms pause mid-sentence is common);
+        # after the longer silence of the second check, either is enough.
+        pause.complete = (sounds_done and reads_done) if first else (sounds_done or reads_done)
         if pause.complete:
             self._end_utterance(time.monotonic())
 
