@@ -126,18 +126,18 @@ def transcribe(samples: np.ndarray, prompt: str | None = None) -> str:
     The encoder gets the utterance plus a second of padding, not Whisper's fixed 30 s
     window: CTranslate2 takes a shorter input, and the encoder's cost grows with it (a
     3 s utterance: about 40 ms instead of 300 ms). A short window makes a repetition loop
-    likelier, so the words are capped by the audio's length and a text that repeats itself
-    (compressed by more than faster-whisper's 2.4, or saying a run of four words twice) is
-    decoded again with the full window.
+    likelier, so the words are capped by the audio's length, and a text that reaches the
+    cap or repeats itself (see ``_loops``) is decoded again with the full window.
     """
-    text = _decode(samples, prompt, short_window=True)
-    if text and _loops(text):
-        text = _decode(samples, prompt, short_window=False)
+    text, capped = _decode(samples, prompt, short_window=True)
+    if capped or _loops(text):
+        text, _capped = _decode(samples, prompt, short_window=False)
     return text
 
 
-def _decode(samples: np.ndarray, prompt: str | None, *, short_window: bool) -> str:
-    """Greedy, without timestamps; a segment the model itself calls silence is dropped."""
+def _decode(samples: np.ndarray, prompt: str | None, *, short_window: bool) -> tuple[str, bool]:
+    """Greedy, without timestamps; a segment the model itself calls silence is dropped.
+    Also says whether the words reached the cap (more than anyone says in that time)."""
     model, tokenizer, suppressed = _WHISPER.get()
     features = model.feature_extractor(samples)[:, -_WINDOW_FRAMES:]
     needed = -(-(features.shape[-1] + _PAD_FRAMES) // 100) * 100
@@ -147,38 +147,43 @@ def _decode(samples: np.ndarray, prompt: str | None, *, short_window: bool) -> s
     features = np.pad(features, ((0, 0), (0, frames - features.shape[-1])))
     previous = tokenizer.encode(" " + prompt.strip()) if prompt else []
     start = model.get_prompt(tokenizer, previous, without_timestamps=True)
-    seconds = len(samples) / WHISPER_RATE
+    cap = 8 + int(_TOKENS_PER_S * len(samples) / WHISPER_RATE)
     (result,) = model.model.generate(
         model.encode(features),
         [start],
         beam_size=1,
-        max_length=min(model.max_length, len(start) + 8 + int(_TOKENS_PER_S * seconds)),
+        max_length=min(model.max_length, len(start) + cap),
         suppress_blank=True,
         suppress_tokens=suppressed,
         return_scores=True,
         return_no_speech_prob=True,
     )
     tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
+    capped = short_window and len(result.sequences_ids[0]) >= cap
     if result.no_speech_prob > _NO_SPEECH and result.scores[0] < _LOW_LOGPROB:
-        return ""
-    return str(tokenizer.decode(tokens)).strip()
+        return "", capped
+    return str(tokenizer.decode(tokens)).strip(), capped
 
 
 def _loops(text: str) -> bool:
-    """A decoder stuck in a loop: compressible text, or a run of four words said twice."""
+    """A decoder stuck in a loop: compressible text, a run of four words said twice, or
+    the opening three words said again (the short window's habit: "What is the weather
+    in Paris? What is the")."""
     data = text.encode("utf-8")
-    if len(data) / len(zlib.compress(data)) > _MAX_COMPRESSION_RATIO:
+    if data and len(data) / len(zlib.compress(data)) > _MAX_COMPRESSION_RATIO:
         return True
     words = re.findall(r"[a-z0-9']+", text.lower())
     runs = [tuple(words[i : i + _LOOP_WORDS]) for i in range(len(words) - _LOOP_WORDS + 1)]
-    return len(set(runs)) < len(runs)
+    opening = tuple(words[:3])
+    again = any(tuple(words[i : i + 3]) == opening for i in range(1, len(words) - 2))
+    return len(set(runs)) < len(runs) or (len(opening) == 3 and again)
 
 
 class _Decoders:
     """Submits decodes to the final and partial threads; counts the partials under way."""
 
     def __init__(self) -> None:
-        self.partials = 0  # event-loop side: submitted and not finished
+        self.partials = 0  # event-loop side: asked for and not finished
 
     async def final(
         self, samples: np.ndarray, prompt: str | None, stale: Callable[[], bool]
@@ -189,13 +194,16 @@ class _Decoders:
 
         return await asyncio.get_running_loop().run_in_executor(_FINALS, run)
 
-    async def partial(self, samples: np.ndarray, prompt: str | None) -> str:
+    def partial(self, samples: np.ndarray, prompt: str | None) -> asyncio.Future[str]:
+        """Counted from this call (not from when a task gets to run), so that audio pushed
+        in one go never queues several partials."""
         self.partials += 1
-        try:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(_PARTIALS, transcribe, samples, prompt)
-        finally:
-            self.partials -= 1
+        future = asyncio.get_running_loop().run_in_executor(_PARTIALS, transcribe, samples, prompt)
+        future.add_done_callback(self._partial_done)
+        return future
+
+    def _partial_done(self, _future: asyncio.Future[str]) -> None:
+        self.partials -= 1
 
 
 _DECODERS = _Decoders()
@@ -300,7 +308,8 @@ class LocalSTTStream(STTStream):
             self._on_silence(now)
         elif self._since_partial_ms >= rules.partial_interval_ms and not _DECODERS.partials:
             self._since_partial_ms = 0
-            self._track(self._partial(self._utterance_id, bytes(self._utterance)))
+            decode = _DECODERS.partial(pcm16_to_float(bytes(self._utterance)), self._prompt)
+            self._track(self._partial(self._utterance_id, decode))
 
     def _on_voice(self, now: float) -> None:
         if self._pause is not None:  # the user goes on: that pause was not the end
@@ -402,8 +411,7 @@ class LocalSTTStream(STTStream):
         if text and not self._closed:
             self._events.put_nowait(dataclasses.replace(final, text=text))
 
-    async def _partial(self, utterance_id: int, audio: bytes) -> None:
-        decode = asyncio.ensure_future(_DECODERS.partial(pcm16_to_float(audio), self._prompt))
+    async def _partial(self, utterance_id: int, decode: asyncio.Future[str]) -> None:
         text = await self._decoded(decode)
         current = utterance_id == self._utterance_id and self._utterance is not None
         if text and current and self._pause is None and text != self._last_partial:
