@@ -230,6 +230,7 @@ class _Pause:
     decode: asyncio.Task[str] | None = None
     complete: bool | None = None  # the latest verdict; None: not judged (yet, or no model)
     judged: int = 0  # verdicts asked for
+    text: str = ""  # the speculative final, once the first verdict read it
     stale: bool = False  # the user spoke again: nothing of this pause counts
 
 
@@ -327,6 +328,9 @@ class LocalSTTStream(STTStream):
                 self._start_pause()
         elif pause.judged == 1 and pause.complete is False:
             if self._silence_ms >= rules.recheck_silence_ms:
+                if ends_sentence(pause.text):  # the words said so already: no need to ask
+                    self._end_utterance(now)
+                    return
                 self._ask(pause, pcm16_to_float(bytes(self._utterance or b"")))
         verdict = pause.complete if pause is not None else None
         limit = rules.incomplete_silence_ms if verdict is False else rules.end_silence_ms
@@ -375,6 +379,7 @@ class LocalSTTStream(STTStream):
             return
         rules = self._rules
         threshold = rules.complete_threshold if first else rules.recheck_threshold
+        pause.text = text
         sounds_done, reads_done = probability >= threshold, ends_sentence(text)
         # At the first pause both must say so (a 400 ms pause mid-sentence is common);
         # after the longer silence of the second check, either is enough.
