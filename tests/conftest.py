@@ -44,6 +44,16 @@ def _scripted_speech(settings: Any) -> None:
     settings.TTS_PROVIDER = "fake"
 
 
+@pytest.fixture(autouse=True)
+async def _http_pools_closed() -> Any:
+    """The LLM and speech adapters keep a pool per event loop; each test's loop closes its
+    own (an unclosed aiohttp pool collected later would log an error into another test)."""
+    yield
+    from sessions_app.providers.http_pool import close_shared_sessions
+
+    await close_shared_sessions()
+
+
 @pytest.fixture
 def owner(db: None) -> Tenant:
     return make_tenant("owner@example.com", workspace_name="Acme")

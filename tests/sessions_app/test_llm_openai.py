@@ -8,7 +8,6 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
 from sessions_app.providers.base import (
@@ -20,7 +19,8 @@ from sessions_app.providers.base import (
     ToolCallsRequested,
     ToolSpec,
 )
-from sessions_app.providers.llm_openai import OpenAICompatibleLLM, close_shared_clients
+from sessions_app.providers.http_pool import close_shared_sessions
+from sessions_app.providers.llm_openai import OpenAICompatibleLLM
 from tests.fakes.openai_server import (
     GATEWAY_ENVELOPE,
     OMIT,
@@ -65,7 +65,7 @@ async def server() -> AsyncIterator[FakeOpenAIServer]:
         try:
             yield fake
         finally:
-            await close_shared_clients()
+            await close_shared_sessions()
 
 
 async def collect(
@@ -242,24 +242,6 @@ async def test_one_connection_pool_is_shared_across_instances(server: FakeOpenAI
     assert server.connections_opened == 1
 
 
-async def test_injected_transport_is_used() -> None:
-    sse = b'data: {"choices":[{"index":0,"delta":{"content":"mocked"}}]}\n\ndata: [DONE]\n\n'
-    seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=sse)
-
-    llm = OpenAICompatibleLLM("https://llm.invalid/v1", transport=httpx.MockTransport(handler))
-    try:
-        events = await collect(llm)
-    finally:
-        await close_shared_clients()
-
-    assert events == [TextDelta("mocked"), LLMDone("stop")]
-    assert str(seen[0].url) == "https://llm.invalid/v1/chat/completions"
-
-
 # ---------------------------------------------------------------- SSE framing
 
 
@@ -354,7 +336,7 @@ async def test_connection_refused_is_retryable() -> None:
     try:
         error = await failure(llm)
     finally:
-        await close_shared_clients()
+        await close_shared_sessions()
 
     assert error.retryable is True
 
