@@ -61,6 +61,7 @@ _WINDOW_BYTES = stt_local_vad.WINDOW * 2
 _KEPT_TRAILING_SILENCE_MS = 240
 _WINDOW_FRAMES = 3000  # Whisper's 30 s window, in 10 ms frames
 _PAD_FRAMES = 100  # silence after the utterance that the encoder sees
+_MIN_FRAMES = 100
 _TOKENS_PER_S = 6  # faster than anyone speaks (about 3 words, 4 tokens, a second)
 _LOOP_WORDS = 4
 _MAX_COMPRESSION_RATIO = 2.4
@@ -114,7 +115,7 @@ _WHISPER = OfflineModel(
 )
 
 
-def preload() -> None:
+def preload_models() -> None:
     """Load the models in the background (process start), not on the first session."""
     _WHISPER.preload()
     stt_local_turn.preload()
@@ -140,7 +141,7 @@ def _decode(samples: np.ndarray, prompt: str | None, *, short_window: bool) -> t
     Also says whether the words reached the cap (more than anyone says in that time)."""
     model, tokenizer, suppressed = _WHISPER.get()
     features = model.feature_extractor(samples)[:, -_WINDOW_FRAMES:]
-    needed = -(-(features.shape[-1] + _PAD_FRAMES) // 100) * 100
+    needed = max(_MIN_FRAMES, -(-(features.shape[-1] + _PAD_FRAMES) // 100) * 100)
     frames = min(_WINDOW_FRAMES, needed) if short_window else _WINDOW_FRAMES
     # Zero features, as faster-whisper pads its window (padding with the features of
     # digital silence made the short window repeat itself more often).
@@ -452,7 +453,11 @@ class LocalSTT(STT):
         ``vocabulary``: the agent's hints, given to Whisper as its initial prompt."""
         self._endpointing = endpointing or Endpointing(**rules)
         self._prompt = whisper_prompt(vocabulary)
-        preload()
+        preload_models()
+
+    @staticmethod
+    def preload() -> None:
+        preload_models()
 
     async def open(self, *, sample_rate: int) -> LocalSTTStream:
         if sample_rate != WHISPER_RATE:
