@@ -136,7 +136,10 @@ def _speech_options(kind: registry.Kind, name: str) -> dict[str, Any]:
     """A speech provider's settings, as its constructor takes them."""
     s = settings
     options: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {
-        ("stt", "local"): lambda: {"end_silence_ms": s.LOCAL_STT_END_SILENCE_MS},
+        ("stt", "local"): lambda: {
+            "end_silence_ms": s.LOCAL_STT_END_SILENCE_MS,
+            "turn_model": s.LOCAL_STT_TURN_MODEL,
+        },
         ("stt", "assemblyai"): lambda: {
             "api_key": s.ASSEMBLYAI_API_KEY or "",
             "base_url": s.ASSEMBLYAI_BASE_URL,

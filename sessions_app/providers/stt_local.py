@@ -61,7 +61,7 @@ _WINDOW_BYTES = stt_local_vad.WINDOW * 2
 _KEPT_TRAILING_SILENCE_MS = 240
 _WINDOW_FRAMES = 3000  # Whisper's 30 s window, in 10 ms frames
 _PAD_FRAMES = 100  # silence after the utterance that the encoder sees
-_MIN_FRAMES = 100
+_MIN_FRAMES = 1000  # 10 s: shorter windows recognised fewer words right (bench/wer.py)
 _TOKENS_PER_S = 6  # faster than anyone speaks (about 3 words, 4 tokens, a second)
 _LOOP_WORDS = 4
 _MAX_COMPRESSION_RATIO = 2.4
@@ -124,12 +124,15 @@ def preload_models() -> None:
 def transcribe(samples: np.ndarray, prompt: str | None = None) -> str:
     """Words in ``samples`` (float32, 16 kHz); runs on a decoding thread.
 
-    The encoder gets the utterance plus a second of padding, not Whisper's fixed 30 s
-    window: CTranslate2 takes a shorter input, and the encoder's cost grows with it (a
-    3 s utterance: about 40 ms instead of 300 ms). A short window makes a repetition loop
-    likelier, so the words are capped by the audio's length, and a text that reaches the
-    cap or repeats itself (see ``_loops``) is decoded again with the full window.
+    Without vocabulary hints the encoder gets a 10 s window (or the utterance plus a
+    second, if longer), not Whisper's fixed 30 s: CTranslate2 takes a shorter input, and
+    the encoder's cost grows with it (about 100 ms instead of 300 ms here). With hints the
+    full window. A short window makes a repetition loop likelier, so the words are capped
+    by the audio's length, and a text that reaches the cap or repeats itself (see
+    ``_loops``) is decoded again with the full window.
     """
+    if prompt:  # hints lose most of their effect in a short window (bench/wer.py)
+        return _decode(samples, prompt, short_window=False)[0]
     text, capped = _decode(samples, prompt, short_window=True)
     if capped or _loops(text):
         text, _capped = _decode(samples, prompt, short_window=False)
