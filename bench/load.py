@@ -467,6 +467,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--web-cpu", type=int, help="pin the daphne processes to this CPU, the "
                         "rest (load generator, worker, fake LLM) to the others")  # fmt: skip
     parser.add_argument("--redis-db", type=int, default=7, help="flushed before and after")
+    parser.add_argument("--database", help="Postgres database to create and drop (default: "
+                        "bench_load_<pid>)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="about a minute: a sanity run")
     options = parser.parse_args(argv)
     if options.quick:
@@ -487,6 +489,7 @@ async def main(options: argparse.Namespace) -> dict[str, Any]:
         web_cpu=options.web_cpu,
         redis_url_base=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379"),
         redis_db=options.redis_db,
+        **({"database": options.database} if options.database else {}),
         postgres_url=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432"),
         worker_concurrency=options.worker_concurrency,
     )
