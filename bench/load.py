@@ -2,8 +2,9 @@
 
 For every (web processes, N): a fresh stack (daphne processes, a Celery worker when the
 sessions have a server tool), N WebSocket sessions spread round-robin over the daphne
-ports, each streaming 20 ms PCM16 frames on a real-time schedule with fake STT/TTS and a
-fake OpenAI-compatible LLM, a ping a second and a spoken turn every few seconds. After a
+ports, each streaming PCM16 frames (20 ms, or --frame-ms) on a real-time schedule with fake
+STT/TTS and a fake OpenAI-compatible LLM, a ping a second and a spoken turn every few
+seconds. After a
 warm-up, a steady-state window measures event latency (ping -> pong), frames dropped,
 turn latencies, and CPU and memory of every process (from /proc). Then a soak at the
 largest N whose p99 event latency held 50 ms, with memory at its start and end.
@@ -60,7 +61,7 @@ DEFINITIONS = {
     "monotonic clock; a ping a second per session, sent right after an audio frame. It is "
     "the web process's responsiveness under load, plus the load generator's own loop lag "
     "(client_loop_lag_ms).",
-    "frames.dropped": "frames not sent within one frame period (20 ms) after their "
+    "frames.dropped": "frames not sent within one frame period (frame_ms) after their "
     "real-time deadline: 'skipped' (already a period late before the send could start; "
     "not sent, as a capture buffer overflows) plus 'late' (sent, but the send finished a "
     "period late). 'with_full_send_buffer': of those, the ones whose socket still held "

@@ -26,8 +26,6 @@ from websockets.typing import Origin
 
 from sessions_app.providers.fake import tone_pcm
 
-FRAME_S = 0.020  # the default frame
-FRAME_BYTES = 640  # 20 ms of PCM16 mono at 16 kHz
 SPEECH_MS = 600  # of speech per turn
 _TONE = tone_pcm(SPEECH_MS)  # loud enough to be speech to the fake STT
 READY_TIMEOUT_S = 30.0

@@ -13,6 +13,8 @@ speech request overlaps the stream that wrote it.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 from typing import Literal
 
 import aiohttp
@@ -54,3 +56,16 @@ async def close_shared_sessions() -> None:
     loop = asyncio.get_running_loop()
     for key in [key for key in _SESSIONS if key[1] is loop]:
         await _SESSIONS.pop(key).close()
+
+
+@atexit.register
+def _forget_at_exit() -> None:
+    """A process that stops (SIGTERM) never awaits ``close``: drop the pools without the
+    "unclosed session" errors aiohttp would log for each when they are collected."""
+    for session in _SESSIONS.values():
+        connector = session.connector
+        session.detach()
+        if connector is not None:
+            with contextlib.suppress(Exception):
+                connector._close()  # aiohttp's synchronous part of close()
+    _SESSIONS.clear()

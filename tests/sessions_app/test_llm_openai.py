@@ -558,3 +558,14 @@ async def test_non_streaming_body_with_nulls_is_tolerated(server: FakeOpenAIServ
     events = await collect(OpenAICompatibleLLM(server.base_url, flavor="assemblyai"))
 
     assert events == [TextDelta("Hi"), LLMDone("stop")]
+
+
+async def test_speech_and_llm_streams_have_pools_of_their_own() -> None:
+    """OpenAI serves chat and speech from one host: one pool would let a session's speech
+    queue behind other sessions' long LLM streams."""
+    from sessions_app.providers import http_pool
+
+    llm_pool, tts_pool = http_pool.shared_session("llm"), http_pool.shared_session("tts")
+    assert llm_pool is not tts_pool
+    assert llm_pool is http_pool.shared_session("llm")  # one per loop, reused
+    assert llm_pool.connector is not None and llm_pool.connector.limit >= 200
