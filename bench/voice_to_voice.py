@@ -9,7 +9,7 @@ and Piper answering. Two end-of-turn rules run on the same recordings in the sam
   decode it (the rule before smart-turn: ``turn_model=False``, the final decoded at 600 ms);
 - ``smart``: the defaults: the final decode starts at the first 160 ms pause while the
   smart-turn model judges whether the user has finished (the turn ends when it is sure and
-  the decoded words end a sentence; both are asked again at 560 ms, then 1 s ends it).
+  the decoded words end a sentence; both are asked again at 480 ms, then 1 s ends it).
 
 The last word is the recording's own (the frame holding its last sample louder than
 -40 dBFS was pushed), not the voice-activity detector's guess. Per stage (p50/p90): end

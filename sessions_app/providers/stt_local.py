@@ -84,9 +84,7 @@ class Endpointing:
     preroll_ms: int = 320  # audio kept from before the start
     turn_model: bool = True  # ask the smart-turn model at the first pause
     check_silence_ms: int = 160  # the pause after which it is asked (and the final decodes)
-    # Asked again after this much silence: the detector counts a 400 ms pause as up to
-    # about 500 ms (a word's quiet tail and the next one's onset score as silence).
-    recheck_silence_ms: int = 560
+    recheck_silence_ms: int = 480  # asked again after this much silence (more cues by then)
     complete_threshold: float = 0.8  # its probability that ends the turn at the first check…
     recheck_threshold: float = 0.5  # …and at the second
     incomplete_silence_ms: int = 1000  # it said "not finished" twice: this silence ends it
