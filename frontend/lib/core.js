@@ -604,7 +604,7 @@ export class AgentSession extends Emitter {
 
 /** The microphone's frame length: a whole number of ms within FRAME_MS, else a TypeError. */
 function frameMs(value) {
-  if (value === undefined) return FRAME_MS.default;
+  if (value === undefined || value === null) return FRAME_MS.default;
   if (!Number.isInteger(value) || value < FRAME_MS.min || value > FRAME_MS.max) {
     throw new TypeError(`voice agent: frameMs must be a whole number from ${FRAME_MS.min} to ${FRAME_MS.max}`);
   }

@@ -230,7 +230,6 @@ def ends_sentence(text: str) -> bool:
 class _Pause:
     """The first short pause of an utterance: its speculative final and the model's verdict."""
 
-    speech_end_at: float
     decode: asyncio.Task[str] | None = None
     complete: bool | None = None  # the latest verdict; None: not judged (yet, or no model)
     judged: int = 0  # verdicts asked for
@@ -356,7 +355,7 @@ class LocalSTTStream(STTStream):
         """Decode the utterance so far and ask the model, both at once."""
         assert self._utterance is not None
         samples = pcm16_to_float(bytes(self._utterance))
-        pause = _Pause(speech_end_at=self._last_voice_at)
+        pause = _Pause()
         pause.decode = self._track(_DECODERS.final(samples, self._prompt, lambda: pause.stale))
         self._pause = pause
         self._ask(pause, samples)
