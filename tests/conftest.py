@@ -44,10 +44,11 @@ def _scripted_speech(settings: Any) -> None:
     settings.TTS_PROVIDER = "fake"
 
 
-@pytest.fixture(autouse=True)
-async def _http_pools_closed() -> Any:
-    """The LLM and speech adapters keep a pool per event loop; each test's loop closes its
-    own (an unclosed aiohttp pool collected later would log an error into another test)."""
+@pytest.fixture
+async def http_pools_closed() -> Any:
+    """The LLM and speech adapters keep a pool per event loop; the test's loop closes its
+    own (an unclosed aiohttp pool collected later would log an error into another test).
+    For async tests only: a test that runs its own loop (Playwright's) closes nothing here."""
     yield
     from sessions_app.providers.http_pool import close_shared_sessions
 
