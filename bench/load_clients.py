@@ -2,10 +2,10 @@
 
 A session connects with the workspace's ``pk_`` key from ``http://localhost``, sends
 ``configure`` (voice mode, and one server tool if asked), waits for ``ready``, then sends
-a 20 ms frame (640 bytes, PCM16 16 kHz) at every absolute deadline ``start + k * 20 ms``
-and, after every 50th frame, ``ping {t}``. Every ``turn_every_s`` it speaks: 600 ms of a
-tone (speech to the fake recogniser), after which the recogniser's 500 ms of silence ends
-the turn and the agent answers.
+a frame of ``frame_ms`` (20 ms: 640 bytes of PCM16 16 kHz; ``client.js`` sends 40 ms) at
+every absolute deadline ``start + k * frame_ms`` and, once a second, ``ping {t}``. Every
+``turn_every_s`` it speaks: 600 ms of a tone (speech to the fake recogniser), after which
+the recogniser's 500 ms of silence ends the turn and the agent answers.
 
 Everything observed lands in ``Observations``: counters (read twice, for a window) and
 timestamped samples (filtered by window), all on this process's monotonic clock.
@@ -26,13 +26,8 @@ from websockets.typing import Origin
 
 from sessions_app.providers.fake import tone_pcm
 
-FRAME_S = 0.020
-FRAME_BYTES = 640  # 20 ms of PCM16 mono at 16 kHz
-FRAMES_PER_PING = 50  # one ping a second
-SPEECH_FRAMES = 30  # 600 ms of speech per turn
-SILENCE = bytes(FRAME_BYTES)
-_TONE = tone_pcm(FRAME_S * 1000 * SPEECH_FRAMES)  # loud enough to be speech to the fake STT
-SPEECH = [_TONE[i : i + FRAME_BYTES] for i in range(0, len(_TONE), FRAME_BYTES)]
+SPEECH_MS = 600  # of speech per turn
+_TONE = tone_pcm(SPEECH_MS)  # loud enough to be speech to the fake STT
 READY_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 10.0
 TOOL_HANDLER = "async (args) => ({ ok: true, n: args.n ?? 0 })"
@@ -72,6 +67,23 @@ class Plan:
     key: str
     turn_every_s: float  # 0: never speak
     server_tool: bool
+    frame_ms: int = 20
+
+    @property
+    def frame_s(self) -> float:
+        return self.frame_ms / 1000
+
+    @property
+    def frame_bytes(self) -> int:
+        return self.frame_ms * 32  # PCM16 at 16 kHz
+
+    @property
+    def frames_per_ping(self) -> int:
+        return max(1, round(1 / self.frame_s))
+
+    def speech(self) -> list[bytes]:
+        size = self.frame_bytes
+        return [_TONE[i : i + size].ljust(size, b"\0") for i in range(0, len(_TONE), size)]
 
 
 def configure_message(plan: Plan) -> str:
@@ -147,32 +159,35 @@ class ClientSession:
     async def _stream(self, ws: ClientConnection) -> None:
         loop = asyncio.get_running_loop()
         counters = self.seen.counters
+        plan = self.plan
+        frame_s, per_ping, speech = plan.frame_s, plan.frames_per_ping, plan.speech()
+        silence = bytes(plan.frame_bytes)
         # Spread the sessions' frames over the period, and their turns over turn_every_s.
-        start = loop.time() + FRAME_S * (self.index % 20) / 20
-        ping_at = self.index % FRAMES_PER_PING
-        cycle = round(self.plan.turn_every_s / FRAME_S) if self.plan.turn_every_s else 0
+        start = loop.time() + frame_s * (self.index % 20) / 20
+        ping_at = self.index % per_ping
+        cycle = round(plan.turn_every_s / frame_s) if plan.turn_every_s else 0
         speak_at = (cycle * self.index // self.of) if cycle else -1
         frame = 0
         while True:
-            deadline = start + frame * FRAME_S
+            deadline = start + frame * frame_s
             if (wait := deadline - loop.time()) > 0:
                 await asyncio.sleep(wait)
             counters.frames_due += 1
             position = (frame - speak_at) % cycle if cycle and frame >= speak_at else -1
-            speaking = 0 <= position < SPEECH_FRAMES
-            if loop.time() > deadline + FRAME_S:
+            speaking = 0 <= position < len(speech)
+            if loop.time() > deadline + frame_s:
                 counters.frames_skipped += 1
                 self._note_backpressure(ws)
             else:
-                await ws.send(SPEECH[position] if speaking else SILENCE)
+                await ws.send(speech[position] if speaking else silence)
                 counters.frames_sent += 1
-                if loop.time() > deadline + FRAME_S:
+                if loop.time() > deadline + frame_s:
                     counters.frames_late += 1
                     self._note_backpressure(ws)
-            if speaking and position == SPEECH_FRAMES - 1:
+            if speaking and position == len(speech) - 1:
                 counters.turns_spoken += 1
                 self._speech_end_at = loop.time()
-            if frame % FRAMES_PER_PING == ping_at:
+            if frame % per_ping == ping_at:
                 counters.pings_sent += 1
                 await ws.send(json.dumps({"type": "ping", "t": round(loop.time() * 1000, 3)}))
             frame += 1

@@ -161,6 +161,7 @@ class Stack:
     postgres_url: str
     worker_concurrency: int = 1
     session_limit: int = 100_000
+    web_cpu: int | None = None  # pin the daphne processes to this CPU
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="bench-load-")))
     database: str = field(default_factory=lambda: f"bench_load_{os.getpid()}")
     children: list[Child] = field(default_factory=list)
@@ -247,6 +248,8 @@ class Stack:
                 sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                 "platform_site.asgi:application",
             ]  # fmt: skip
+            if self.web_cpu is not None:
+                command = ["taskset", "-c", str(self.web_cpu), *command]
             webs.append(self._spawn("web", command, port=port))
         deadline = time.monotonic() + 60
         for web in webs:

@@ -5,8 +5,9 @@ the tool sandbox's egress proxy (``tools_app.egress``): public addresses only, u
 ``SANDBOX_EGRESS_ALLOW_PRIVATE`` (local development) says otherwise. A URL is checked
 when it is saved (``clean_outbound_url``: the scheme, no credentials in it, no private
 address literal), and again where it is used: webhooks go through ``egress.fetch``
-itself; LLM streams through ``PublicOnlyTransport``, which resolves the host once per
-connection, refuses a non-public answer and connects to the address it checked.
+itself; LLM streams through a pool whose resolver (``PublicOnlyResolver``) resolves the
+host once per connection, refuses a non-public answer and connects to the address it
+checked.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import asyncio
 import ipaddress
 import logging
 import socket
-import typing
 from urllib.parse import urlsplit
 
-import httpcore
-import httpx
+import aiohttp
+import aiohttp.abc
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
@@ -76,6 +76,10 @@ def clean_outbound_url(value: str, *, schemes: tuple[str, ...], what: str = "URL
     return url
 
 
+class AddressRefused(OSError):
+    """A customer-given host that may not be reached; the message says why."""
+
+
 async def vetted_address(host: str, port: int, timeout: float | None = None) -> str:  # noqa: ASYNC109
     """The address to connect to for ``host``: resolved once, public (or allowed) only."""
     literal = _literal(host)
@@ -87,67 +91,35 @@ async def vetted_address(host: str, port: int, timeout: float | None = None) -> 
         try:
             infos = await asyncio.wait_for(lookup, timeout)
         except (OSError, TimeoutError):
-            raise httpcore.ConnectError(f"could not resolve {host}") from None
+            raise AddressRefused(f"could not resolve {host}") from None
         addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
     if not settings.SANDBOX_EGRESS_ALLOW_PRIVATE:
         for address in addresses:
             if reason := non_public_reason(address):
-                logger.warning("refused a connection to %s: not a public address", host)
-                raise httpcore.ConnectError(f"{host} is not a public address ({reason})")
+                logger.warning("refused a connection to a customer-given host: not public")
+                raise AddressRefused(f"{host} is not a public address ({reason})")
     return str(addresses[0])
 
 
-class _PublicOnlyBackend(httpcore.AsyncNetworkBackend):
-    """Connects to the vetted address; TLS still names (and verifies) the host itself."""
+class PublicOnlyResolver(aiohttp.abc.AbstractResolver):
+    """aiohttp's resolver for customer-given URLs: one vetted address per host, so the
+    connection goes where the check looked (TLS still names and verifies the host)."""
 
-    def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[aiohttp.abc.ResolveResult]:
+        address = await vetted_address(host, port)
+        found = ipaddress.ip_address(address)
+        return [
+            {
+                "hostname": host,
+                "host": address,
+                "port": port,
+                "family": socket.AF_INET6 if found.version == 6 else socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+        ]
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
-        local_address: str | None = None,
-        socket_options: typing.Iterable[typing.Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        address = await vetted_address(host, port, timeout)
-        return await self._inner.connect_tcp(
-            address, port, timeout, local_address=local_address, socket_options=socket_options
-        )
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class PublicOnlyTransport(httpx.AsyncBaseTransport):
-    """An httpx transport for customer-given URLs. One instance serves every event loop:
-    each loop gets its own connection pool (pooled sockets belong to their loop)."""
-
-    def __init__(self) -> None:
-        self._pools: dict[asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport] = {}
-
-    def _pool(self) -> httpx.AsyncHTTPTransport:
-        for loop in [loop for loop in self._pools if loop.is_closed()]:
-            del self._pools[loop]
-        loop = asyncio.get_running_loop()
-        transport = self._pools.get(loop)
-        if transport is None:
-            transport = httpx.AsyncHTTPTransport(trust_env=False)
-            # httpx takes no network backend; its pool does.
-            transport._pool = httpcore.AsyncConnectionPool(
-                ssl_context=httpx.create_ssl_context(), network_backend=_PublicOnlyBackend()
-            )
-            self._pools[loop] = transport
-        return transport
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._pool().handle_async_request(request)
-
-    async def aclose(self) -> None:
-        transport = self._pools.pop(asyncio.get_running_loop(), None)
-        if transport is not None:
-            await transport.aclose()
-
-
-PUBLIC_ONLY = PublicOnlyTransport()
+    async def close(self) -> None:
+        return None

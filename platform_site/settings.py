@@ -334,7 +334,9 @@ TTS_PROVIDER = env_str("TTS_PROVIDER", "local")
 STT_TIMEOUT_S = env_float("STT_TIMEOUT_S", 10.0)
 TTS_TIMEOUT_S = env_float("TTS_TIMEOUT_S", 10.0)
 BARGE_IN_MIN_WORDS = env_int("BARGE_IN_MIN_WORDS", 1, minimum=0)
-# Offline engines (the embedded default): silence that ends a spoken turn.
+# Offline engines (the embedded default): the end-of-turn model (smart-turn v3) at the
+# first pause, and the fixed silence that ends a turn without it.
+LOCAL_STT_TURN_MODEL = env_bool("LOCAL_STT_TURN_MODEL", True)
 LOCAL_STT_END_SILENCE_MS = env_int("LOCAL_STT_END_SILENCE_MS", 600, minimum=150)
 # Cloud speech providers.
 ASSEMBLYAI_API_KEY = env_secret("ASSEMBLYAI_API_KEY")

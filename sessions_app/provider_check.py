@@ -9,10 +9,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import httpcore
 from asgiref.sync import async_to_sync
 
-from platform_site.outbound import vetted_address
+from platform_site.outbound import AddressRefused, vetted_address
 from secrets_app.models import ProviderCredential
 from secrets_app.provider_credentials import (
     LLMConnection,
@@ -53,7 +52,7 @@ async def _check(credential: ProviderCredential, key: str | None) -> CheckResult
             detail = await _CHECKS[credential.kind](credential, key)
     except TimeoutError:
         return CheckResult(False, f"{label}: no answer within {CHECK_TIMEOUT_S:g} s.")
-    except (ProviderError, httpcore.ConnectError) as exc:
+    except (ProviderError, AddressRefused) as exc:
         return CheckResult(False, _masked(f"{label} failed: {exc}", key))
     elapsed_ms = (time.monotonic() - started) * 1000
     return CheckResult(True, _masked(f"Connected: {detail} in {elapsed_ms:.0f} ms.", key))

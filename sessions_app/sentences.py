@@ -6,6 +6,10 @@ ends a sentence only when whitespace follows it, which keeps "3.14", "v1.2" and 
 whole; a newline always ends one. Abbreviations ("e.g.", "Dr.") and list numbers
 ("1. ") do not. Nothing is split inside a ``` fence, because the voice cleaner drops
 a code block only when it sees all of it.
+
+The first clause of a reply may go out alone (``first_clause_words``): "All right, I will
+book that for you." is spoken as "All right," then the rest, because a TTS's first byte
+grows with the length of what it is given (Piper: about 15 ms a word).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import re
 
 TERMINATORS = frozenset(".!?…")
+CLAUSE_MARKS = frozenset(",;:—")
 CLOSERS = frozenset("\"')]}”’»")
 FENCE = "```"
 
@@ -68,10 +73,14 @@ def _is_abbreviation(word: str) -> bool:
 class SentenceSplitter:
     """Feed deltas with ``push``; call ``flush`` once the text is complete."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, first_clause_words: int = 0) -> None:
+        """``first_clause_words``: a clause of at least this many words that opens the text
+        is a piece of its own (0: whole sentences only)."""
         self._buffer = ""
         self._scan = 0  # buffer[:_scan] holds no boundary
         self._in_fence = False
+        self._first_clause_words = first_clause_words
+        self._started = False  # a piece was given out
 
     def push(self, text: str) -> list[str]:
         self._buffer += text
@@ -82,6 +91,7 @@ class SentenceSplitter:
             self._scan = 0
             if sentence:
                 sentences.append(sentence)
+                self._started = True
         return sentences
 
     def flush(self) -> list[str]:
@@ -106,6 +116,12 @@ class SentenceSplitter:
             elif char == "\n":
                 self._scan = index + 1
                 return index + 1
+            elif char in CLAUSE_MARKS and self._opens_with_clause(index):
+                if index + 1 == size:  # what follows decides, and it has not arrived yet
+                    break
+                if buffer[index + 1].isspace():
+                    self._scan = index + 1
+                    return index + 1
             elif char in TERMINATORS:
                 end = self._end_of_terminator(index)
                 if end == size:  # what follows decides, and it has not arrived yet
@@ -118,6 +134,11 @@ class SentenceSplitter:
             index += 1
         self._scan = index
         return None
+
+    def _opens_with_clause(self, index: int) -> bool:
+        if self._started or not self._first_clause_words:
+            return False
+        return len(self._buffer[:index].split()) >= self._first_clause_words
 
     def _end_of_terminator(self, index: int) -> int:
         buffer, size = self._buffer, len(self._buffer)

@@ -15,7 +15,6 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
-from platform_site.outbound import PUBLIC_ONLY
 from secrets_app.provider_credentials import LLMConnection, WorkspaceProviders
 from sessions_app.providers import registry
 from sessions_app.providers.base import LLM
@@ -29,7 +28,7 @@ class UnknownConnection(LookupError):
 
 def openai_llm(connection: LLMConnection, *, model: str | None = None) -> LLM:
     """The adapter for a workspace's connection: its address is the customer's, so it
-    connects only to public addresses (``PUBLIC_ONLY``), as tool fetches do."""
+    connects only to public addresses (``public_only``), as tool fetches do."""
     llm: LLM = registry.create(
         "llm",
         "openai",
@@ -37,7 +36,7 @@ def openai_llm(connection: LLMConnection, *, model: str | None = None) -> LLM:
         api_key=connection.api_key,
         model=model or connection.model,
         timeout_s=settings.LLM_TIMEOUT_S,
-        transport=PUBLIC_ONLY,
+        public_only=True,
     )
     return llm
 
@@ -87,7 +86,10 @@ def speech_options(kind: registry.Kind, name: str, providers: WorkspaceProviders
     workspace's own key (and Orpheus URL) in place of the platform's where it set one."""
     s = settings
     defaults: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {
-        ("stt", "local"): lambda: {"end_silence_ms": s.LOCAL_STT_END_SILENCE_MS},
+        ("stt", "local"): lambda: {
+            "end_silence_ms": s.LOCAL_STT_END_SILENCE_MS,
+            "turn_model": s.LOCAL_STT_TURN_MODEL,
+        },
         ("stt", "assemblyai"): lambda: {
             "api_key": s.ASSEMBLYAI_API_KEY or "",
             "base_url": s.ASSEMBLYAI_BASE_URL,

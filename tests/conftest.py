@@ -78,6 +78,17 @@ async def llm(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
 
 
 @pytest.fixture
+async def http_pools_closed() -> Any:
+    """The LLM and speech adapters keep a pool per event loop; the test's loop closes its
+    own (an unclosed aiohttp pool collected later would log an error into another test).
+    For async tests only: a test that runs its own loop (Playwright's) closes nothing here."""
+    yield
+    from sessions_app.providers.http_pool import close_shared_sessions
+
+    await close_shared_sessions()
+
+
+@pytest.fixture
 def owner(db: None) -> Tenant:
     return make_tenant("owner@example.com", workspace_name="Acme")
 

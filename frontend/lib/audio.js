@@ -15,6 +15,7 @@ const GESTURES = ["pointerdown", "keydown", "touchend"];
 
 /** One AudioContext: the playback worklet (always) and the microphone's capture worklet. */
 export class AudioIO {
+  #frameMs;
   #onCapture;
   #onPlayback;
   #onRunning;
@@ -29,10 +30,11 @@ export class AudioIO {
   #resumeOnGesture = () => this.#context?.resume().catch(() => {});
 
   /**
-   * @param {{onCapture: (pcm: ArrayBuffer, rms: number) => void,
+   * @param {{frameMs: number, onCapture: (pcm: ArrayBuffer, rms: number) => void,
    *          onPlayback: (message: object) => void, onRunning: () => void}} handlers
    */
-  constructor({ onCapture, onPlayback, onRunning }) {
+  constructor({ frameMs = 40, onCapture, onPlayback, onRunning }) {
+    this.#frameMs = frameMs;
     this.#onCapture = onCapture;
     this.#onPlayback = onPlayback;
     this.#onRunning = onRunning;
@@ -95,6 +97,7 @@ export class AudioIO {
       numberOfInputs: 1,
       numberOfOutputs: 1,
       outputChannelCount: [1],
+      processorOptions: { frameMs: this.#frameMs },
     });
     this.#capture.port.onmessage = (event) => this.#onCapture(event.data.pcm, event.data.rms);
     source.connect(this.#capture);

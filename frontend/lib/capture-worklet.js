@@ -1,12 +1,13 @@
-// Microphone → PCM16 LE mono 16 kHz, posted to the main thread in 20 ms frames.
+// Microphone → PCM16 LE mono 16 kHz, posted to the main thread in frames of `frameMs`
+// (processorOptions; 40 ms by default).
 //
 // Runs in the AudioWorkletGlobalScope (`sampleRate` is the context's rate). The input is
 // low-passed below 8 kHz (two cascaded biquads), then resampled by linear interpolation:
 // a simple decimator, enough for speech recognition. Each frame goes out as
-// `{pcm: ArrayBuffer (640 bytes), rms: number}`; `rms` (0…1) feeds client-side barge-in.
+// `{pcm: ArrayBuffer (32 bytes a ms), rms: number}`; `rms` (0…1) feeds client-side barge-in.
 
 const TARGET_RATE = 16000;
-const FRAME_SAMPLES = 320; // 20 ms at 16 kHz
+const SAMPLES_PER_MS = TARGET_RATE / 1000;
 
 /** RBJ cookbook low-pass biquad (Q = 1/√2). */
 class LowPass {
@@ -33,8 +34,9 @@ class LowPass {
 }
 
 class CaptureProcessor extends AudioWorkletProcessor {
-  constructor() {
+  constructor(options) {
     super();
+    this.frameSamples = (options?.processorOptions?.frameMs ?? 40) * SAMPLES_PER_MS;
     this.step = sampleRate / TARGET_RATE; // input samples per output sample
     const cutoff = 0.45 * TARGET_RATE;
     // Two cascaded biquads: a 4th-order low-pass against aliasing (none needed at 16 kHz).
@@ -42,7 +44,7 @@ class CaptureProcessor extends AudioWorkletProcessor {
     this.position = 0; // where the next output sample lies, in input samples from this block's start
     this.previous = 0; // the last (filtered) input sample of the previous block
     this.block = new Float32Array(128);
-    this.frame = new Int16Array(FRAME_SAMPLES);
+    this.frame = new Int16Array(this.frameSamples);
     this.filled = 0;
     this.energy = 0;
     this.stopped = false;
@@ -84,10 +86,10 @@ class CaptureProcessor extends AudioWorkletProcessor {
     const clamped = Math.max(-1, Math.min(1, sample));
     this.frame[this.filled++] = clamped < 0 ? clamped * 0x8000 : clamped * 0x7fff;
     this.energy += clamped * clamped;
-    if (this.filled === FRAME_SAMPLES) {
+    if (this.filled === this.frameSamples) {
       const pcm = this.frame.buffer;
-      this.port.postMessage({ pcm, rms: Math.sqrt(this.energy / FRAME_SAMPLES) }, [pcm]);
-      this.frame = new Int16Array(FRAME_SAMPLES);
+      this.port.postMessage({ pcm, rms: Math.sqrt(this.energy / this.frameSamples) }, [pcm]);
+      this.frame = new Int16Array(this.frameSamples);
       this.filled = 0;
       this.energy = 0;
     }

@@ -63,6 +63,9 @@ export interface SessionOptions {
   platformUrl?: string;
   /** Client-side barge-in while the agent speaks; default on. */
   bargeIn?: boolean | BargeInOptions;
+  /** Microphone audio per message, in ms: a whole number from 20 to 100; default 40.
+   *  Fewer, larger messages cost the platform less; anything else throws a TypeError. */
+  frameMs?: number;
 }
 
 export interface VoiceAgentOptions extends SessionOptions {
@@ -162,7 +165,7 @@ export interface AgentEvents {
   event: ServerEvent;
   /** A frame reached the playback worklet. */
   audio: { samples: number };
-  /** The microphone's level (RMS, 0…1) for each 20 ms frame sent. */
+  /** The microphone's level (RMS, 0…1) for each frame sent (`frameMs`). */
   level: { rms: number };
   /** The conversation was cleared (`reset()`, or `start()` after `stop()`). */
   reset: Record<string, never>;

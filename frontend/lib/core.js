@@ -26,7 +26,9 @@ export { Emitter, Store } from "./events.js";
 const DEFAULT_TTS_RATE = 24000;
 const ERROR_TEXT_MAX = 1000;
 const BARGE_IN = { threshold: 0.03, minMs: 250 };
-const MIC_FRAME_MS = 20;
+// Microphone audio per message: fewer, larger messages cost the server less per second of
+// audio; 20-100 ms (the server takes any size up to 64 KB).
+const FRAME_MS = { default: 40, min: 20, max: 100 };
 
 // ---------------------------------------------------------------- the session
 
@@ -87,6 +89,7 @@ export class AgentSession extends Emitter {
       platformUrl,
       variables: stringValues(options.variables),
       bargeIn: options.bargeIn === false ? null : { ...BARGE_IN, ...Object(options.bargeIn) },
+      frameMs: frameMs(options.frameMs),
     };
     this.subscribe = this.#store.subscribe;
     this.getSnapshot = this.#store.getSnapshot;
@@ -220,6 +223,7 @@ export class AgentSession extends Emitter {
 
   #startAudio() {
     this.#audio = new AudioIO({
+      frameMs: this.#options.frameMs,
       onCapture: (pcm, rms) => this.#onCapture(pcm, rms),
       onPlayback: (message) => this.#onPlayback(message),
       onRunning: () => this.#onAudioRunning(),
@@ -532,7 +536,8 @@ export class AgentSession extends Emitter {
       return;
     }
     // Speech over the agent: net voiced time, so short dips between syllables do not reset it.
-    const step = rms >= bargeIn.threshold ? MIC_FRAME_MS : -MIC_FRAME_MS;
+    const frame = this.#options.frameMs;
+    const step = rms >= bargeIn.threshold ? frame : -frame;
     this.#voicedMs = Math.max(0, this.#voicedMs + step);
     if (this.#voicedMs >= bargeIn.minMs) {
       this.#voicedMs = 0;
@@ -597,4 +602,13 @@ export class AgentSession extends Emitter {
     const { microphone, audio } = this.#store.getSnapshot();
     return microphone === "on" && audio !== "blocked" ? "listening" : "ready";
   }
+}
+
+/** The microphone's frame length: a whole number of ms within FRAME_MS, else a TypeError. */
+function frameMs(value) {
+  if (value === undefined || value === null) return FRAME_MS.default;
+  if (!Number.isInteger(value) || value < FRAME_MS.min || value > FRAME_MS.max) {
+    throw new TypeError(`voice agent: frameMs must be a whole number from ${FRAME_MS.min} to ${FRAME_MS.max}`);
+  }
+  return value;
 }

@@ -113,6 +113,8 @@ class SessionCore:
         self._stt_opening = False
         self._early_audio: list[bytes] = []
         self._audio_refused = False
+        # Speech synthesized ahead (the greeting's first sentence, before `ready`), by text.
+        self._prepared: dict[str, asyncio.Task[list[bytes]]] = {}
         self._audio_ready = asyncio.Event()
         if config.audio_ready:
             self._audio_ready.set()

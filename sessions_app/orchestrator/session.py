@@ -19,6 +19,7 @@ from sessions_app.providers.base import (
     STTEvent,
     STTStream,
 )
+from sessions_app.sentences import split_sentences
 
 # Words that acknowledge rather than interrupt ("mm-hmm", "okay", "I see").
 BACKCHANNEL_WORDS = frozenset(
@@ -26,6 +27,8 @@ BACKCHANNEL_WORDS = frozenset(
     "got it cool nice great".split()
 )
 _WORD = re.compile(r"[a-z0-9']+")
+# How long `ready` may wait for the greeting's first audio (a warm offline voice: ~0.1 s).
+GREETING_WAIT_S = 0.3
 _EARLY_AUDIO_MAX = 500  # frames kept while the recogniser connects (10 s of 20 ms frames)
 CONTEXT_NOTE = "Context update: "
 
@@ -49,6 +52,11 @@ class VoiceSession(Resumable):
 
     async def start(self) -> None:
         config = self.config
+        greeting = render_template(config.greeting or "", self._variables).strip()
+        if greeting and self.speaks and self._audio_ready.is_set():
+            # Its first words are synthesized before `ready`, so they play right after it.
+            # (A page that cannot play yet may never hear it: the TTS is not asked then.)
+            await self._prepare_speech(split_sentences(greeting)[0], wait_s=GREETING_WAIT_S)
         await self._emit("ready", {
             "sessionId": config.session_id,
             "resumeToken": config.resume_token,
@@ -62,7 +70,6 @@ class VoiceSession(Resumable):
         await self._check_voice()
         if config.mode == "voice":
             await self._open_stt()
-        greeting = render_template(config.greeting or "", self._variables).strip()
         if greeting:
             await self._emit("greeting", {"text": greeting})
             await self._greet(greeting)
@@ -165,7 +172,7 @@ class VoiceSession(Resumable):
             pending.future.cancel()
         self._client_calls.clear()
         turn = self._turn
-        tasks = {self._stt_task, *self._background}
+        tasks = {self._stt_task, *self._background, *self._prepared.values()}
         if turn is not None:
             tasks |= {turn.task, turn.speech_task}
         running = {task for task in tasks if task is not None and not task.done()}

@@ -7,6 +7,9 @@ of its playback) followed by ``INTERRUPTED_MARK``.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 from sessions_app.orchestrator.core import Sentence, SessionCore, Turn, closing_stream
 from sessions_app.providers.base import TTS, ProviderError
 from sessions_app.voice_cleaner import clean_for_speech
@@ -28,6 +31,35 @@ class SpeechOutput(SessionCore):
         problem = unavailable_voice(self._tts, voice) if self.speaks and voice else None
         if problem is not None:
             await self.handle_error("voice_unavailable", problem)
+
+    async def _prepare_speech(self, text: str, *, wait_s: float) -> None:
+        """Synthesize ``text``, a sentence to be said soon, waiting for it up to ``wait_s``;
+        past that it goes on in the background."""
+        speech = clean_for_speech(text)
+        if self._tts is None or not speech.strip() or speech in self._prepared:
+            return
+        task = asyncio.create_task(self._synthesized(speech))
+        # A failure is reported when the sentence is said; if it never is, it is dropped.
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self._prepared[speech] = task
+        await asyncio.wait({task}, timeout=wait_s)
+
+    async def _synthesized(self, speech: str) -> list[bytes]:
+        assert self._tts is not None
+        async with closing_stream(self._tts.synthesize(speech, voice=self._voice)) as audio:
+            return [chunk async for chunk in audio]
+
+    async def _audio_of(self, speech: str) -> AsyncIterator[bytes]:
+        """The sentence's audio: prepared ahead if it was, else synthesized now."""
+        prepared = self._prepared.pop(speech, None)
+        if prepared is not None:
+            for chunk in await prepared:
+                yield chunk
+            return
+        assert self._tts is not None
+        async with closing_stream(self._tts.synthesize(speech, voice=self._voice)) as audio:
+            async for chunk in audio:
+                yield chunk
 
     def _say(self, turn: Turn, text: str) -> None:
         sentence = Sentence(turn.round, text)
@@ -55,8 +87,7 @@ class SpeechOutput(SessionCore):
                 turn.metrics.first_tts_request_at = self._clock()
             self._usage.tts_characters += len(speech)
             try:
-                chunks = self._tts.synthesize(speech, voice=self._voice)
-                async with closing_stream(chunks) as audio:
+                async with closing_stream(self._audio_of(speech)) as audio:
                     async for chunk in audio:
                         self._usage.tts_audio_bytes += len(chunk)
                         metrics = turn.metrics

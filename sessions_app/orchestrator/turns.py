@@ -25,6 +25,8 @@ from sessions_app.providers.base import (
 )
 from sessions_app.sentences import SentenceSplitter, split_sentences
 
+# A reply's opening clause of at least this many words is spoken on its own, sooner.
+FIRST_CLAUSE_WORDS = 2
 TOOLS_EXHAUSTED_NOTE = (
     "The tool-call limit for this turn is reached. Answer the user now with what you have; "
     "do not call tools."
@@ -152,7 +154,7 @@ class Turns(SpeechOutput, ToolCalls):
         self, turn: Turn, messages: list[dict[str, Any]], tools: list[ToolSpec]
     ) -> tuple[str, tuple[ToolCall, ...]]:
         turn.round_open, turn.round_text = True, ""
-        splitter = SentenceSplitter() if self.speaks else None
+        splitter = SentenceSplitter(first_clause_words=FIRST_CLAUSE_WORDS) if self.speaks else None
         calls: tuple[ToolCall, ...] = ()
         metrics = turn.metrics
         assert metrics is not None

@@ -9,7 +9,6 @@ API key, and Anthropic's refusal of blank text). The adapter never retries: it r
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -19,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-import httpx
+import aiohttp
 
+from sessions_app.providers import http_pool
 from sessions_app.providers.base import (
     LLM,
     Capabilities,
@@ -55,35 +55,6 @@ _FINISH_REASONS = {
 _SSE_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
-# ---------------------------------------------------------------- shared connection pools
-
-_ClientKey = tuple[str, httpx.AsyncBaseTransport | None, asyncio.AbstractEventLoop]
-_SHARED_CLIENTS: dict[_ClientKey, httpx.AsyncClient] = {}
-
-
-def shared_client(base_url: str, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
-    """One pool per base_url and transport, so every session reuses warm connections.
-
-    Keyed by event loop too: pooled sockets belong to the loop that opened them, and a
-    client carried into another loop (a test's, a worker's) would hand out dead ones.
-    """
-    for key in [key for key in _SHARED_CLIENTS if key[2].is_closed()]:
-        del _SHARED_CLIENTS[key]
-    key = (base_url, transport, asyncio.get_running_loop())
-    client = _SHARED_CLIENTS.get(key)
-    if client is None or client.is_closed:
-        client = httpx.AsyncClient(transport=transport, follow_redirects=False)
-        _SHARED_CLIENTS[key] = client
-    return client
-
-
-async def close_shared_clients() -> None:
-    """Close the pools opened on the running loop (process shutdown, test teardown)."""
-    loop = asyncio.get_running_loop()
-    for key in [key for key in _SHARED_CLIENTS if key[2] is loop]:
-        await _SHARED_CLIENTS.pop(key).aclose()
-
-
 # ---------------------------------------------------------------- the adapter
 
 
@@ -98,7 +69,7 @@ class OpenAICompatibleLLM(LLM):
         model: str = "gpt-4o-mini",
         timeout_s: float = 30.0,
         flavor: str = "auto",
-        transport: httpx.AsyncBaseTransport | None = None,
+        public_only: bool = False,
     ) -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, got {flavor!r}")
@@ -108,9 +79,9 @@ class OpenAICompatibleLLM(LLM):
         self.model = model
         self.flavor = _detect_flavor(self.base_url) if flavor == "auto" else flavor
         self._api_key = api_key or None
-        self._transport = transport
-        # read is the longest silence tolerated between two bytes of the stream.
-        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
+        self._timeout = http_pool.timeout(timeout_s)
+        # A workspace's own endpoint: public addresses only, checked where it connects.
+        self._pool: http_pool.Pool = "customer" if public_only else "llm"
 
     async def stream(
         self,
@@ -119,19 +90,19 @@ class OpenAICompatibleLLM(LLM):
         tools: list[ToolSpec],
         model: str | None = None,
     ) -> AsyncIterator[LLMEvent]:
-        client = shared_client(self.base_url, self._transport)
+        session = http_pool.shared_session(self._pool)
         try:
-            async with client.stream(
-                "POST",
+            async with session.post(
                 f"{self.base_url}/chat/completions",
                 json=self._request_body(messages, tools, model),
                 headers=self._headers(),
                 timeout=self._timeout,
+                allow_redirects=False,
             ) as response:
                 await _raise_for_status(response)
                 async for event in self._events(response):
                     yield event
-        except httpx.HTTPError as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise _transport_error(exc) from exc
 
     def _request_body(
@@ -158,17 +129,17 @@ class OpenAICompatibleLLM(LLM):
             headers["Authorization"] = f"{scheme}{self._api_key}"
         return headers
 
-    async def _events(self, response: httpx.Response) -> AsyncIterator[LLMEvent]:
+    async def _events(self, response: aiohttp.ClientResponse) -> AsyncIterator[LLMEvent]:
         state = _ResponseState()
         content_type = response.headers.get("content-type", "").lower()
         if content_type.startswith("application/json"):
             # Some gateways ignore ``stream: true`` for some models and answer in one body.
-            for delta in state.feed_completion(_parse_json(await response.aread())):
+            for delta in state.feed_completion(_parse_json(await response.read())):
                 yield delta
         elif content_type.startswith("text/html"):  # a proxy's page or a wrong base URL
             raise _not_a_stream(content_type)
         else:
-            async for payload in _sse_payloads(response.aiter_bytes()):
+            async for payload in _sse_payloads(response.content.iter_any()):
                 for delta in state.feed_payload(payload):
                     yield delta
             if not state.saw_chunk and not content_type.startswith("text/event-stream"):
@@ -448,16 +419,16 @@ def _not_a_stream(content_type: str) -> ProviderError:
     )
 
 
-async def _raise_for_status(response: httpx.Response) -> None:
-    status = response.status_code
+async def _raise_for_status(response: aiohttp.ClientResponse) -> None:
+    status = response.status
     if status < 300:
         return
-    body = await response.aread()
+    body = await response.read()
     try:
         message = _provider_message(json.loads(body))
     except (json.JSONDecodeError, UnicodeDecodeError):
         message = ""  # an HTML page from a proxy says nothing useful
-    message = message or response.reason_phrase or "no error message"
+    message = message or response.reason or "no error message"
     retryable = status in (408, 429) or status >= 500
     logger.warning("LLM provider answered HTTP %s (retryable=%s)", status, retryable)
     raise ProviderError(
@@ -485,14 +456,14 @@ def _provider_message(body: Any) -> str:
     return text
 
 
-def _transport_error(exc: httpx.HTTPError) -> ProviderError:
-    if isinstance(exc, httpx.TimeoutException):
+def _transport_error(exc: Exception) -> ProviderError:
+    if isinstance(exc, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
         message, retryable = "the LLM provider did not answer in time", True
-    elif isinstance(exc, httpx.UnsupportedProtocol):
+    elif isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
         message, retryable = "the LLM base URL is not an http(s) URL", False
-    elif isinstance(exc, httpx.ConnectError):
+    elif isinstance(exc, aiohttp.ClientConnectorError):
         message, retryable = "could not connect to the LLM provider", True
-    elif isinstance(exc, httpx.TransportError):
+    elif isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ClientConnectionError):
         message, retryable = "the connection to the LLM provider broke", True
     else:
         message, retryable = "the LLM response could not be read", False

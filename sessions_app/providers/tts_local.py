@@ -59,6 +59,11 @@ class LocalTTS(TTS):
         self._sample_rate = sample_rate
         _VOICE.preload()
 
+    @staticmethod
+    def preload() -> None:
+        """Load the voice in the background (process start), not on the first session."""
+        _VOICE.preload()
+
     async def synthesize(self, text: str, *, voice: str | None = None) -> AsyncIterator[bytes]:
         if not text.strip():
             return

@@ -3,8 +3,8 @@
 The body streams back as raw PCM16 little-endian mono at 24 kHz, without a header; each
 chunk is passed on as it arrives. Errors are OpenAI's JSON ``{"error": {"message", "type",
 "code"}}``; the message is shown (cleaned and bounded) except for a rejected key, which
-OpenAI quotes back half-masked. Connections are pooled with the chat adapter's, per base URL
-and event loop.
+OpenAI quotes back half-masked. Connections come from the speech pool of ``http_pool``
+(aiohttp), apart from the LLM streams'.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-import httpx
+import aiohttp
 
+from sessions_app.providers import http_pool
 from sessions_app.providers.base import TTS, ProviderError
-from sessions_app.providers.llm_openai import shared_client
 from sessions_app.providers.tts_common import (
     Pcm16Aligner,
     Vendor,
@@ -37,7 +37,6 @@ class OpenAITTS(TTS):
         model: str = "gpt-4o-mini-tts",
         default_voice: str = "alloy",
         timeout_s: float = 10.0,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
@@ -46,9 +45,7 @@ class OpenAITTS(TTS):
         self.model = model
         self.default_voice = default_voice
         self.timeout_s = timeout_s
-        self._transport = transport
-        # read is the longest silence tolerated between two chunks of the body.
-        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
+        self._timeout = http_pool.timeout(timeout_s)
 
     async def synthesize(self, text: str, *, voice: str | None = None) -> AsyncIterator[bytes]:
         if is_blank(text):
@@ -60,33 +57,33 @@ class OpenAITTS(TTS):
             "voice": (voice or self.default_voice).strip(),
             "response_format": "pcm",
         }
-        client = shared_client(self.base_url, self._transport)
+        session = http_pool.shared_session("tts")
         try:
-            async with client.stream(
-                "POST",
+            async with session.post(
                 f"{self.base_url}/audio/speech",
                 json=body,
                 headers={"Authorization": f"Bearer {api_key}"},
                 timeout=self._timeout,
+                allow_redirects=False,
             ) as response:
-                if response.status_code >= 300:
-                    detail = _error_detail(await response.aread(), secrets=(api_key, text))
-                    raise OPENAI.status_error(response.status_code, detail)
+                if response.status >= 300:
+                    detail = _error_detail(await response.read(), secrets=(api_key, text))
+                    raise OPENAI.status_error(response.status, detail)
                 samples = Pcm16Aligner()
-                async for chunk in response.aiter_bytes():
+                async for chunk in response.content.iter_any():
                     if pcm := samples.feed(chunk):
                         yield pcm
-        except httpx.HTTPError as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._transport_error(exc) from None
 
-    def _transport_error(self, exc: httpx.HTTPError) -> ProviderError:
-        if isinstance(exc, httpx.TimeoutException):
+    def _transport_error(self, exc: Exception) -> ProviderError:
+        if isinstance(exc, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
             return OPENAI.timeout_error(self.timeout_s)
-        if isinstance(exc, httpx.UnsupportedProtocol):
+        if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
             return OPENAI.error("the OpenAI base URL is not an http(s) URL", retryable=False)
-        if isinstance(exc, httpx.ConnectError):
+        if isinstance(exc, aiohttp.ClientConnectorError):
             return OPENAI.unreachable_error()
-        if isinstance(exc, httpx.TransportError):
+        if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ClientConnectionError):
             return OPENAI.broken_error()
         return OPENAI.garbage_error("a response that could not be read")
 

@@ -33,7 +33,7 @@ from tests.fakes.orpheus_server import FakeOrpheusServer
 from tests.fakes.ws_server import Garbage, Hang
 from tests.sessions_app.wsclient import Client
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("http_pools_closed")]
 
 LLM_KEY = "sk-llm-key-9d8c7b6a"
 AAI_KEY = "aai-key-5f4e3d2c1b"

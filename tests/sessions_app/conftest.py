@@ -9,6 +9,11 @@ from tests.fakes.openai_server import DEFAULT_SCRIPT, FakeOpenAIServer
 from tests.sessions_app.harness import Harness
 
 
+@pytest.fixture(autouse=True)
+def _pools_closed(http_pools_closed: None) -> None:
+    """Every test here may reach the LLM and speech adapters."""
+
+
 @pytest.fixture
 async def make() -> AsyncIterator[Callable[..., Harness]]:
     made: list[Harness] = []

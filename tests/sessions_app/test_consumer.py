@@ -259,6 +259,36 @@ async def test_voice_turn_with_fake_speech(tenant, llm):
         assert client.audio and all(len(chunk) % 2 == 0 for chunk in client.audio)
 
 
+async def test_audio_frames_skip_the_per_message_database_cleanup(tenant, llm, monkeypatch):
+    """Channels closes stale database connections before every message through a thread
+    hop; audio never touches the database, so its frames skip it (a third of their cost)."""
+    import channels.consumer
+
+    cleanups: list[str] = []
+    real = channels.consumer.aclose_old_connections
+
+    async def counted() -> None:
+        cleanups.append("cleanup")
+        await real()
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    llm.script(text_reply("Heard you."))
+    async with Client(url(tenant)) as client:
+        await configured(client, {"type": "configure", "mode": "voice"})
+        before = len(cleanups)
+        for _ in range(10):
+            await client.send_raw(data=tone_pcm(50))
+        for _ in range(14):
+            await client.send_raw(data=silence_pcm(50))
+        assert (await client.until("turn"))["text"] == "hello"  # the frames were heard
+        after_audio = len(cleanups)
+        await client.send({"type": "ping", "t": 1})
+        await client.until("pong")
+        after_text = len(cleanups)
+    assert after_audio == before  # 24 audio frames: no clean-up
+    assert after_text == after_audio + 1  # a text frame still gets one
+
+
 async def test_llm_failure_is_an_error_and_the_next_turn_works(tenant, llm):
     from tests.fakes.openai_server import HttpError
 

@@ -33,6 +33,7 @@ from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 
 from sessions_app import access, connection, protocol, resume
+from sessions_app.providers.http_pool import close_shared_sessions
 from tests.factories import Tenant
 from tests.fakes.openai_server import DEFAULT_SCRIPT, Done, FakeOpenAIServer, Finish, tool_call
 from tests.sessions_app import fuzz_strategies as fs
@@ -419,6 +420,7 @@ def event_loop_with_llm(settings: Any) -> Iterator[tuple[asyncio.Runner, FakeOpe
             yield runner, llm
         finally:
             runner.run(resume.hosts_end_all())  # sessions dropped on purpose
+            runner.run(close_shared_sessions())  # this loop's LLM connections
             runner.run(llm.stop())
     gc.collect()  # "Task exception was never retrieved" is logged when a task is collected
 

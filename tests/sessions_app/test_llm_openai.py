@@ -8,7 +8,6 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
 from sessions_app.providers.base import (
@@ -20,7 +19,8 @@ from sessions_app.providers.base import (
     ToolCallsRequested,
     ToolSpec,
 )
-from sessions_app.providers.llm_openai import OpenAICompatibleLLM, close_shared_clients
+from sessions_app.providers.http_pool import close_shared_sessions
+from sessions_app.providers.llm_openai import OpenAICompatibleLLM
 from tests.fakes.openai_server import (
     GATEWAY_ENVELOPE,
     OMIT,
@@ -65,7 +65,7 @@ async def server() -> AsyncIterator[FakeOpenAIServer]:
         try:
             yield fake
         finally:
-            await close_shared_clients()
+            await close_shared_sessions()
 
 
 async def collect(
@@ -262,24 +262,6 @@ async def test_one_connection_pool_is_shared_across_instances(server: FakeOpenAI
     assert server.connections_opened == 1
 
 
-async def test_injected_transport_is_used() -> None:
-    sse = b'data: {"choices":[{"index":0,"delta":{"content":"mocked"}}]}\n\ndata: [DONE]\n\n'
-    seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=sse)
-
-    llm = OpenAICompatibleLLM("https://llm.invalid/v1", transport=httpx.MockTransport(handler))
-    try:
-        events = await collect(llm)
-    finally:
-        await close_shared_clients()
-
-    assert events == [TextDelta("mocked"), LLMDone("stop")]
-    assert str(seen[0].url) == "https://llm.invalid/v1/chat/completions"
-
-
 # ---------------------------------------------------------------- SSE framing
 
 
@@ -374,7 +356,7 @@ async def test_connection_refused_is_retryable() -> None:
     try:
         error = await failure(llm)
     finally:
-        await close_shared_clients()
+        await close_shared_sessions()
 
     assert error.retryable is True
 
@@ -596,3 +578,14 @@ async def test_non_streaming_body_with_nulls_is_tolerated(server: FakeOpenAIServ
     events = await collect(OpenAICompatibleLLM(server.base_url, flavor="assemblyai"))
 
     assert events == [TextDelta("Hi"), LLMDone("stop")]
+
+
+async def test_speech_and_llm_streams_have_pools_of_their_own() -> None:
+    """OpenAI serves chat and speech from one host: one pool would let a session's speech
+    queue behind other sessions' long LLM streams."""
+    from sessions_app.providers import http_pool
+
+    llm_pool, tts_pool = http_pool.shared_session("llm"), http_pool.shared_session("tts")
+    assert llm_pool is not tts_pool
+    assert llm_pool is http_pool.shared_session("llm")  # one per loop, reused
+    assert llm_pool.connector is not None and llm_pool.connector.limit >= 200

@@ -74,3 +74,36 @@ def test_flush_resets_the_splitter() -> None:
     assert splitter.flush() == ["Unfinished ```code"]
     assert splitter.push("New one. And") == ["New one."]
     assert splitter.flush() == ["And"]
+
+
+# ---------------------------------------------------------------- the first clause alone
+
+
+def streamed(text: str, **options: int) -> list[str]:
+    splitter = SentenceSplitter(**options)
+    pieces: list[str] = []
+    for char in text:  # one character at a time: the worst an LLM stream can do
+        pieces += splitter.push(char)
+    return pieces + splitter.flush()
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        (
+            "All right, I will take care of that. Anything else?",
+            ["All right,", "I will take care of that.", "Anything else?"],
+        ),
+        ("Sure, go ahead, please.", ["Sure, go ahead,", "please."]),  # "Sure," is too short
+        ("Yes, it is.", ["Yes, it is."]),
+        ("It costs 1,000 euros, roughly.", ["It costs 1,000 euros,", "roughly."]),
+        ("In short: yes. Then, later, more.", ["In short:", "yes.", "Then, later, more."]),
+    ],
+)
+def test_the_opening_clause_of_a_reply_is_spoken_on_its_own(text: str, pieces: list[str]) -> None:
+    assert streamed(text, first_clause_words=2) == pieces
+    assert " ".join(pieces) == text
+
+
+def test_without_the_option_only_whole_sentences_come_out() -> None:
+    assert streamed("All right, I will do it. Bye.") == ["All right, I will do it.", "Bye."]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sessions_app import protocol
 from sessions_app.orchestrator import INTERRUPTED_MARK, ToolDefinition
@@ -186,6 +187,27 @@ async def test_the_greeting_waits_for_audio_ready(make: Callable[..., Harness]) 
     await harness.session.handle(protocol.AudioReadyMessage())
     await harness.wait_for("tts_done")
     assert harness.tts.requests == [("Hello there.", None)] and harness.audio
+
+
+async def test_the_greetings_audio_is_ready_when_ready_is_sent(
+    make: Callable[..., Harness],
+) -> None:
+    tts = FakeTTS(first_byte_delay=0.05)
+    harness = make(mode="voice", greeting="Hello there. How can I help?", tts=tts)
+    synthesized_before_ready: list[tuple[str, str | None]] = []
+    emit = harness.session._emit_event
+
+    async def watch(event: dict[str, Any]) -> None:
+        if event["type"] == "ready":
+            synthesized_before_ready.extend(tts.requests)
+        await emit(event)
+
+    harness.session._emit_event = watch
+    await harness.session.start()
+    await harness.wait_for("tts_done")
+    assert synthesized_before_ready == [("Hello there.", None)]
+    assert tts.requests == [("Hello there.", None), ("How can I help?", None)]  # once each
+    assert harness.types[:2] == ["ready", "greeting"]
 
 
 async def test_a_greeting_never_heard_is_dropped_by_the_first_turn(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
-from sessions_app.providers.llm_openai import close_shared_clients
+from sessions_app.providers.http_pool import close_shared_sessions
 from sessions_app.providers.tts_openai import OpenAITTS
 from tests.fakes.openai_server import HttpError
 from tests.fakes.openai_speech_server import FakeOpenAISpeechServer
@@ -36,7 +35,7 @@ async def server() -> AsyncIterator[FakeOpenAISpeechServer]:
         try:
             yield fake
         finally:
-            await close_shared_clients()
+            await close_shared_sessions()
 
 
 def openai(server: FakeOpenAISpeechServer, **options: object) -> OpenAITTS:
@@ -109,24 +108,6 @@ async def test_unknown_voice_fails_with_openais_message(
     assert "HTTP 400" in str(error)
     assert "Invalid value: 'tara'" in str(error)
     assert error.retryable is False
-
-
-async def test_injected_transport_is_used() -> None:
-    seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(200, content=b"\x01\x00\x02\x00")
-
-    transport = httpx.MockTransport(handler)
-    tts = OpenAITTS(api_key=KEY, base_url="https://tts.invalid/v1/", transport=transport)
-    try:
-        chunks = await spoken(tts)
-    finally:
-        await close_shared_clients()
-
-    assert b"".join(chunks) == b"\x01\x00\x02\x00"
-    assert str(seen[0].url) == "https://tts.invalid/v1/audio/speech"
 
 
 # ---------------------------------------------------------------- configuration

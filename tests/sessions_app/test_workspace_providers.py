@@ -11,7 +11,6 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from platform_site.outbound import PUBLIC_ONLY
 from secrets_app import crypto
 from secrets_app import provider_credentials as credentials
 from secrets_app.models import ProviderCredential, Secret
@@ -191,7 +190,7 @@ async def test_a_name_that_resolves_privately_is_refused_when_connecting(setting
     settings.SANDBOX_EGRESS_ALLOW_PRIVATE = False
     async with FakeOpenAIServer(default=text_reply("leaked")) as server:
         llm = OpenAICompatibleLLM(
-            f"http://localhost:{server.port}/v1", api_key=KEY_A, transport=PUBLIC_ONLY
+            f"http://localhost:{server.port}/v1", api_key=KEY_A, public_only=True
         )
         with pytest.raises(ProviderError, match="could not connect"):
             [event async for event in llm.stream(messages=[], tools=[])]
