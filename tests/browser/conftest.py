@@ -32,10 +32,10 @@ import pytest
 
 from tests.fakes.egress_server import EgressTestServer, respond
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.speech import SPOKEN
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CHROMIUM = "/usr/bin/chromium"
-SPOKEN = "What is the weather in Paris?"
 T = TypeVar("T")
 
 CHROMIUM_ARGS = [

@@ -4,7 +4,6 @@ goes through the consumer with both."""
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable
 
@@ -27,13 +26,9 @@ from sessions_app.providers.tts_local import LocalTTS
 from tests.factories import make_tenant
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply
 from tests.sessions_app.wsclient import Client
+from tests.speech import SPOKEN, SPOKEN_WORDS, words
 
-PHRASE = "What is the weather in Paris?"
 FRAME = 640  # 20 ms at 16 kHz
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"[a-z']+", text.lower())
 
 
 def silence(ms: int) -> bytes:
@@ -45,7 +40,7 @@ def phrase_16k() -> bytes:
     """The phrase spoken by the offline voice, as a browser would send it (16 kHz)."""
 
     async def speak() -> bytes:
-        return b"".join([chunk async for chunk in LocalTTS().synthesize(PHRASE)])
+        return b"".join([chunk async for chunk in LocalTTS().synthesize(SPOKEN)])
 
     pcm_24k = asyncio.run(speak())
     return float_to_pcm16(resample(pcm16_to_float(pcm_24k), 24_000, 16_000))
@@ -79,7 +74,7 @@ async def test_piper_speaks_24khz_pcm_without_stalling_the_loop() -> None:
     chunks: list[bytes] = []
 
     async def collect() -> None:
-        chunks.extend([chunk async for chunk in tts.synthesize(PHRASE)])
+        chunks.extend([chunk async for chunk in tts.synthesize(SPOKEN)])
 
     stall = await max_stall(collect())
     audio = b"".join(chunks)
@@ -126,7 +121,7 @@ async def test_whisper_transcribes_the_offline_voice(phrase_16k: bytes) -> None:
     events = await listen(silence(400) + phrase_16k + silence(900))
     assert isinstance(events[0], SpeechStarted)
     (final,) = [e for e in events if isinstance(e, FinalTranscript)]
-    assert words(final.text) == ["what", "is", "the", "weather", "in", "paris"]
+    assert words(final.text) == SPOKEN_WORDS
     assert final.speech_end_at is not None and final.endpoint_at is not None
     assert final.endpoint_at > final.speech_end_at
     partials = [e for e in events if isinstance(e, PartialTranscript)]
@@ -200,7 +195,7 @@ async def test_a_sure_model_and_a_finished_sentence_end_the_turn_at_a_short_paus
 ) -> None:
     verdict[0] = 0.97
     (final,) = await heard(silence(300) + phrase_16k + silence(300))
-    assert words(final.text) == ["what", "is", "the", "weather", "in", "paris"]
+    assert words(final.text) == SPOKEN_WORDS
 
 
 async def test_an_unsure_model_waits_past_a_short_pause(
@@ -271,10 +266,7 @@ async def test_a_voice_turn_with_the_offline_engines(settings, llm, phrase_16k: 
             await client.send_raw(data=audio[start : start + FRAME])
             await asyncio.sleep(0.02)
         turn = await client.until("turn", timeout=20)
-        # Word for word is test_whisper_transcribes_the_offline_voice's; here the decode
-        # runs beside a partial one on a loaded machine, and tiny.en has heard "pairs".
-        heard = words(turn["text"])
-        assert len(heard) == 6 and heard[:5] == ["what", "is", "the", "weather", "in"]
+        assert words(turn["text"]) == SPOKEN_WORDS
         chat = await client.until("chat", timeout=10)
         assert chat["text"] == "It is sunny in Paris today. Take sunglasses."
         await client.until("tts_done", timeout=10)
