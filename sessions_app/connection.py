@@ -76,6 +76,7 @@ class Connection:
         self._pre_seq = 0  # events sent before the session exists
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
+        self._budget = limits.InboundBudget()
 
     @property
     def _session(self) -> VoiceSession | None:
@@ -120,6 +121,10 @@ class Connection:
     async def receive_text(self, text: str) -> None:
         if self._closing or self._access is None:
             return
+        flood = self._budget.message()
+        if flood is not None:
+            await self._flooded(*flood)
+            return
         try:
             message = protocol.decode(text)
         except protocol.ProtocolError as error:
@@ -145,14 +150,19 @@ class Connection:
     async def receive_bytes(self, data: bytes) -> None:
         if self._closing or self._access is None:
             return
-        if len(data) > protocol.BINARY_FRAME_MAX:
+        flood = self._budget.message()
+        if flood is not None:
+            await self._flooded(*flood)
+        elif len(data) > protocol.BINARY_FRAME_MAX:
             await self._error(
                 "frame_too_large", f"audio frames are limited to {protocol.BINARY_FRAME_MAX} bytes"
             )
-        elif self._session is None:
+        elif (session := self._session) is None:
             await self._error("not_configured", "send configure before audio")
+        elif (flood := self._budget.audio(len(data))) is not None:
+            await self._flooded(*flood)
         else:
-            await self._session.push_audio(data)
+            await session.push_audio(data)
 
     def tool_result(self, message: dict[str, Any]) -> None:
         """An outcome from a sandbox worker sent to this connection's channel."""
@@ -417,6 +427,13 @@ class Connection:
         await self._error(code, message)
         self._closing = True
         await self._close(close_code, message[:120])
+
+    async def _flooded(self, code: str, message: str) -> None:
+        """More than a person or a microphone sends: the session ends, not to be resumed."""
+        if self._host is not None:
+            await self._host.terminate(code, message, access_rules.CLOSE_TOO_MANY)
+        else:
+            await self._refuse(access_rules.CLOSE_TOO_MANY, code, message)
 
     async def _first_message_deadline(self) -> None:
         await asyncio.sleep(settings.CONFIGURE_TIMEOUT_S)

@@ -40,7 +40,7 @@ ERROR_CODES = frozenset({
     "llm_failed", "stt_failed", "tts_failed", "internal",
     "configure_timeout", "bad_protocol", "invalid_key", "secret_key_refused",
     "origin_not_allowed", "agent_not_allowed", "inline_config_refused", "too_many_sessions",
-    "quota_exceeded",
+    "quota_exceeded", "too_many_messages", "audio_too_fast",
 })  # fmt: skip
 TURN_OUTCOMES = frozenset({"completed", "cancelled", "failed"})
 TOOL_OUTCOMES = frozenset({"completed", "failed", "timed_out", "cancelled"})
