@@ -11,7 +11,7 @@ from django.conf import settings
 from redis.exceptions import RedisError
 
 from platform_site import rates
-from sessions_app.protocol import CLIENT_SAMPLE_RATE
+from sessions_app.protocol import CLIENT_SAMPLE_RATE, ErrorCode
 
 MESSAGE_BURST_S = 5  # WS_MESSAGES_PER_SECOND × this may arrive at once
 AUDIO_BURST_S = 10  # seconds of audio that may arrive at once (a network stall, then a flush)
@@ -117,18 +117,18 @@ class InboundBudget:
             clock=clock,
         )
 
-    def message(self) -> tuple[str, str] | None:
+    def message(self) -> tuple[ErrorCode, str] | None:
         if self._messages.take(1):
             return None
         return (
-            "too_many_messages",
+            ErrorCode.TOO_MANY_MESSAGES,
             f"more than {settings.WS_MESSAGES_PER_SECOND} messages a second on one socket",
         )
 
-    def audio(self, size: int) -> tuple[str, str] | None:
+    def audio(self, size: int) -> tuple[ErrorCode, str] | None:
         if self._audio.take(size):
             return None
         return (
-            "audio_too_fast",
+            ErrorCode.AUDIO_TOO_FAST,
             f"audio arrived faster than {settings.AUDIO_MAX_SPEED:g} times real time",
         )

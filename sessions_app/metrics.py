@@ -24,6 +24,8 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
+from sessions_app.protocol import ErrorCode, ErrorEvent, MetricsEvent, ToolStatusEvent
+
 logger = logging.getLogger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -32,16 +34,8 @@ PlatformCollector(registry=REGISTRY)
 
 OTHER = "other"
 
-# The `error` codes of the protocol (README); anything else is counted as "other".
-ERROR_CODES = frozenset({
-    "bad_json", "bad_message", "unknown_type", "invalid", "frame_too_large", "not_configured",
-    "not_voice_mode", "already_configured", "unknown_tool_call", "resume_unavailable",
-    "resume_refused", "service_unavailable",
-    "llm_failed", "stt_failed", "tts_failed", "internal",
-    "configure_timeout", "bad_protocol", "invalid_key", "secret_key_refused",
-    "origin_not_allowed", "agent_not_allowed", "inline_config_refused", "too_many_sessions",
-    "quota_exceeded", "too_many_messages", "audio_too_fast",
-})  # fmt: skip
+# The `error` codes of the protocol; anything else is counted as "other".
+ERROR_CODES = frozenset(code.value for code in ErrorCode)
 TURN_OUTCOMES = frozenset({"completed", "cancelled", "failed"})
 TOOL_OUTCOMES = frozenset({"completed", "failed", "timed_out", "cancelled"})
 # `metrics` event field → stage label.
@@ -124,17 +118,17 @@ def observe_event(event: dict[str, Any]) -> None:
 
 def _observe(event: dict[str, Any]) -> None:
     kind = event.get("type")
-    if kind == "metrics":
+    if kind == MetricsEvent.TYPE:
         TURNS.labels(_known(event.get("outcome"), TURN_OUTCOMES)).inc()
         for field, stage in STAGES.items():
             value = event.get(field)
             if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
                 STAGE_SECONDS.labels(stage).observe(value / 1000)
-    elif kind == "tool_status":
+    elif kind == ToolStatusEvent.TYPE:
         status = event.get("status")
         if status != "started":
             TOOL_CALLS.labels(_known(status, TOOL_OUTCOMES)).inc()
-    elif kind == "error":
+    elif kind == ErrorEvent.TYPE:
         ERRORS.labels(_known(event.get("code"), ERROR_CODES)).inc()
 
 

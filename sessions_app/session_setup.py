@@ -21,6 +21,7 @@ from sessions_app import protocol, workspace_providers
 from sessions_app.access import CLOSE_INLINE_REFUSED, Access, agent_allowed
 from sessions_app.models import Agent
 from sessions_app.orchestrator import DEFAULT_EMPTY_REPLY, SessionConfig, ToolDefinition
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers import registry
 from sessions_app.providers.base import LLM, STT, TTS, ToolRunner
 from sessions_app.services import handler_sha256
@@ -33,9 +34,9 @@ _SAVE_THE_AGENT = "save the agent in the dashboard and connect with agent=<slug>
 class ConfigureRefused(Exception):
     """``close_code`` None: the client may send a corrected configure."""
 
-    def __init__(self, code: str, message: str, close_code: int | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, close_code: int | None = None) -> None:
         super().__init__(message)
-        self.code, self.message, self.close_code = code, message, close_code
+        self.code, self.message, self.close_code = ErrorCode(code), message, close_code
 
 
 @dataclass
@@ -63,7 +64,7 @@ def _tool(
     try:
         parameters = to_json_schema(raw.get("parameters"))
     except SchemaError as exc:
-        raise ConfigureRefused("invalid", f"{path}.{exc}") from None
+        raise ConfigureRefused(ErrorCode.INVALID, f"{path}.{exc}") from None
     handler = raw.get("handler")
     timeout_ms = raw.get("timeoutMs")
     pinned = handler is not None and pinned_hash == handler_sha256(handler)
@@ -113,20 +114,20 @@ def _check_inline(
         inline.discard("tools")  # server tools alone are the code switch's business
     if has_code and not (key.allow_inline_tool_code and not access.by_token):
         raise ConfigureRefused(
-            "inline_code_refused",
+            ErrorCode.INLINE_CODE_REFUSED,
             "this key does not accept server-tool code from the page; " + _SAVE_THE_AGENT,
             CLOSE_INLINE_REFUSED,
         )
     if inline and not (key.allow_inline_config and not access.by_token):
         raise ConfigureRefused(
-            "inline_config_refused",
+            ErrorCode.INLINE_CONFIG_REFUSED,
             f"this key does not accept inline config ({', '.join(sorted(inline))}); "
             + _SAVE_THE_AGENT,
             CLOSE_INLINE_REFUSED,
         )
     if agent is None and not key.allow_inline_config:
         raise ConfigureRefused(
-            "inline_config_refused",
+            ErrorCode.INLINE_CONFIG_REFUSED,
             "this key only serves saved agents; name one with agent=<slug>",
             CLOSE_INLINE_REFUSED,
         )
@@ -139,7 +140,7 @@ def _llm(
         return workspace_providers.llm_for(providers, connection=connection, model=model)
     except workspace_providers.UnknownConnection:
         raise ConfigureRefused(
-            "invalid",
+            ErrorCode.INVALID,
             f"this agent names LLM connection {connection!r}, which its workspace does not "
             "have; choose another in the agent's settings",
         ) from None
@@ -152,7 +153,7 @@ def _speech(kind: registry.Kind, name: str, providers: WorkspaceProviders, **hin
     except registry.UnknownProvider:
         known = ", ".join(registry.names(kind))
         raise ConfigureRefused(
-            "invalid", f"this agent names {kind} provider {name!r}; known: {known}"
+            ErrorCode.INVALID, f"this agent names {kind} provider {name!r}; known: {known}"
         ) from None
 
 

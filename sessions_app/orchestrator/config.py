@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sessions_app.protocol import MetricsEvent
+
 Mode = Literal["voice", "text"]
 # What the agent says when the LLM's reply is empty (nothing would be heard otherwise).
 DEFAULT_EMPTY_REPLY = "Sorry, I don't have an answer to that."
@@ -156,28 +158,28 @@ class TurnMetrics:
         """The user stopped speaking (or sent text) → the first audio frame went out."""
         return self._ms(self.origin_at, self.first_audio_at)
 
-    def as_event(self) -> dict[str, Any]:
-        """The ``metrics`` event's fields (milliseconds, ``None`` where unknown)."""
+    def as_event(self, *, usage: dict[str, int]) -> MetricsEvent:
+        """The ``metrics`` event (milliseconds, ``None`` where unknown); ``usage`` in wire
+        names."""
 
         def rounded(value: float | None) -> float | None:
             return None if value is None else round(value, 1)
 
-        return {
-            "turnId": self.turn_id,
-            "source": self.source,
-            "outcome": self.outcome,
-            "endOfUtteranceMs": rounded(self.end_of_utterance_ms),
-            "sttFinalMs": rounded(self.stt_final_ms),
-            "llmFirstTokenMs": rounded(self.llm_first_token_ms),
-            "ttsFirstByteMs": rounded(self.tts_first_byte_ms),
-            "firstAudioMs": rounded(self.first_audio_ms),
-            "turnMs": rounded(self._ms(self.input_at, self.end_at)),
-            "llmRounds": self.llm_rounds,
-            "tools": [
-                {"name": t.name, "status": t.status, "ms": rounded(t.ms)} for t in self.tools
-            ],
-            "timeline": self.timeline(),
-        }
+        return MetricsEvent(
+            turn_id=self.turn_id,
+            source=self.source,
+            outcome=self.outcome,
+            end_of_utterance_ms=rounded(self.end_of_utterance_ms),
+            stt_final_ms=rounded(self.stt_final_ms),
+            llm_first_token_ms=rounded(self.llm_first_token_ms),
+            tts_first_byte_ms=rounded(self.tts_first_byte_ms),
+            first_audio_ms=rounded(self.first_audio_ms),
+            turn_ms=rounded(self._ms(self.input_at, self.end_at)),
+            llm_rounds=self.llm_rounds,
+            tools=[{"name": t.name, "status": t.status, "ms": rounded(t.ms)} for t in self.tools],
+            timeline=self.timeline(),
+            usage=usage,
+        )
 
     @property
     def origin_at(self) -> float:

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from sessions_app.orchestrator.core import Sentence, SessionCore, Turn, closing_stream
+from sessions_app.protocol import ErrorCode, TtsDoneEvent
 from sessions_app.providers.base import TTS, ProviderError
 from sessions_app.voice_cleaner import clean_for_speech
 
@@ -30,7 +31,7 @@ class SpeechOutput(SessionCore):
         voice = (self.config.voice or "").strip()
         problem = unavailable_voice(self._tts, voice) if self.speaks and voice else None
         if problem is not None:
-            await self.handle_error("voice_unavailable", problem)
+            await self.handle_error(ErrorCode.VOICE_UNAVAILABLE, problem)
 
     async def _prepare_speech(self, text: str, *, wait_s: float) -> None:
         """Synthesize ``text``, a sentence to be said soon, waiting for it up to ``wait_s``;
@@ -72,7 +73,7 @@ class SpeechOutput(SessionCore):
         if turn.speech_task is not None:
             turn.speech_queue.put_nowait(None)
             await turn.speech_task
-        await self._emit("tts_done")
+        await self._emit(TtsDoneEvent())
 
     async def _speak(self, turn: Turn) -> None:
         assert self._tts is not None
@@ -96,7 +97,7 @@ class SpeechOutput(SessionCore):
                         await self._play(turn, chunk)
             except ProviderError as exc:
                 turn.tts_failed = True
-                await self.handle_error("tts_failed", str(exc))
+                await self.handle_error(ErrorCode.TTS_FAILED, str(exc))
 
     async def _play(self, turn: Turn, chunk: bytes) -> None:
         """Send ``chunk`` in frames of at most ``FRAME_MAX_MS``."""

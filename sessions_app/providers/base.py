@@ -13,13 +13,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sessions_app.protocol import ErrorCode
+
 
 class ProviderError(Exception):
     """A provider failed. ``code`` is the wire error code (``llm_failed``, ``stt_failed``…)."""
 
-    def __init__(self, message: str, *, code: str, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, code: ErrorCode, retryable: bool = False) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = ErrorCode(code)  # a code the protocol does not know raises ValueError
         self.retryable = retryable
 
 

@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 import aiohttp
 
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers import http_pool
 from sessions_app.providers.base import (
     LLM,
@@ -35,7 +36,7 @@ from sessions_app.providers.base import (
 
 logger = logging.getLogger(__name__)
 
-ERROR_CODE = "llm_failed"
+ERROR_CODE = ErrorCode.LLM_FAILED
 FLAVORS = ("auto", "openai", "assemblyai")
 _MAX_PROVIDER_MESSAGE = 200
 _BLANK_CONTENT_STAND_IN = "..."

@@ -23,11 +23,12 @@ from websockets.exceptions import (
 )
 from websockets.frames import CloseCode
 
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers.base import ProviderError
 
 logger = logging.getLogger(__name__)
 
-ERROR_CODE = "tts_failed"
+ERROR_CODE = ErrorCode.TTS_FAILED
 _MAX_PROVIDER_MESSAGE = 200
 # A barge-in closes the socket: wait this long for the vendor's close frame, then drop it.
 _CLOSE_TIMEOUT_S = 1.0
