@@ -34,6 +34,7 @@ from sessions_app.models import (
     TurnRecord,
 )
 from sessions_app.providers import registry
+from sessions_app.providers.base import TTS
 from tools_app.egress import SecretBinding
 from tools_app.schema import SchemaError, to_json_schema
 from tools_app.services import handler_check, scrub, secret_bindings
@@ -192,11 +193,16 @@ def _speech_usable(name: str, own_keys: frozenset[str]) -> bool:
     return not needs or any(needs)
 
 
+def _tts_sample_rate(name: str) -> int | None:
+    tts: type[TTS] = registry.provider_class("tts", name)
+    return tts.capabilities.sample_rate
+
+
 def _check_tts_fallbacks(agent: Agent) -> None:
     """Known providers (never the test fakes) that speak at the primary's sample rate (the
     browser was told that rate) and that the workspace has a key for."""
     primary = agent.tts_provider or settings.TTS_PROVIDER
-    rate = registry.provider_class("tts", primary).capabilities.sample_rate
+    rate = _tts_sample_rate(primary)
     own_keys = provider_names(workspace=agent.workspace).speech
     values = _fallback_list(agent.tts_fallbacks, "tts_fallbacks")
     seen = {primary}
@@ -207,7 +213,7 @@ def _check_tts_fallbacks(agent: Agent) -> None:
             problem = f"not a text-to-speech provider; known: {known}"
         elif name in seen:
             problem = "the same provider as the agent's or an earlier fallback"
-        elif registry.provider_class("tts", name).capabilities.sample_rate != rate:
+        elif _tts_sample_rate(name) != rate:
             problem = f"speaks at another sample rate than {primary!r}"
         elif not _speech_usable(name, own_keys):
             problem = "has no key, neither this workspace's (Providers) nor the platform's"

@@ -102,7 +102,7 @@ class LLMFallbacksField(forms.CharField):
 
     def to_python(self, value: Any) -> list[dict[str, str]]:  # type: ignore[override]
         fallbacks = []
-        for line in super().to_python(value).splitlines():
+        for line in (super().to_python(value) or "").splitlines():
             words = line.split(None, 1)
             if not words:
                 continue
@@ -120,7 +120,8 @@ class NameListField(forms.CharField):
         return ", ".join(value) if isinstance(value, list | tuple) else value
 
     def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
-        return [name.strip() for name in super().to_python(value).split(",") if name.strip()]
+        names = (super().to_python(value) or "").split(",")
+        return [name.strip() for name in names if name.strip()]
 
 
 class VocabularyField(forms.CharField):
