@@ -91,7 +91,7 @@ PROVIDER_RETRIES = Counter(
 )
 PROVIDER_FALLBACKS = Counter(
     "voice_provider_fallbacks",
-    "Turns in which a call moved on to a fallback provider, by kind and why.",
+    "Turns a fallback provider served, by provider kind and why the one before it failed.",
     ["kind", "reason"],
     registry=REGISTRY,
 )
@@ -164,7 +164,7 @@ def _observe_provider_use(kind: str, use: Any) -> None:
     retries = use.get("retries")
     if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0:
         PROVIDER_RETRIES.labels(kind).inc(retries)
-    if use.get("fallbackReason") is not None:
+    if use.get("fallbackReason") is not None and use.get("provider") is not None:
         PROVIDER_FALLBACKS.labels(kind, _known(use["fallbackReason"], FAILURE_REASONS)).inc()
 
 

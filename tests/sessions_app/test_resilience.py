@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 
 from secrets_app import provider_credentials as credentials
-from sessions_app import live
+from sessions_app import live, metrics
 from sessions_app import services as agent_services
 from sessions_app.models import TurnRecord
 from sessions_app.providers.base import ProviderError
@@ -105,6 +105,10 @@ def _errors(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"code": e["code"], "message": e["message"]} for e in events if e["type"] == "error"]
 
 
+def _counted(name: str, **labels: str) -> float:
+    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 async def _recorded_llm_use() -> dict[str, Any]:
     session = await ended_session()
     record = await sync_to_async(TurnRecord.objects.get)(session=session)
@@ -133,12 +137,15 @@ async def test_a_provider_answering_503_twice_is_retried_and_the_turn_says_so(pr
 async def test_a_primary_that_is_down_is_replaced_by_the_fallback(backup):
     tenant = await sync_to_async(_agent)("down@example.com", refused_url(), backup.base_url)
     backup.script(text_reply("From the backup."))
+    before = _counted("voice_provider_fallbacks_total", kind="llm", reason="unreachable")
     events = await _turn(tenant)
     assert _errors(events) == []
     assert _only(events, "chat")["text"] == "From the backup."
     use = {"provider": "backup:model-b", "retries": 2, "fallbackReason": "unreachable"}
     assert _only(events, "metrics")["llm"] == use
     assert backup.requests[0].json["model"] == "model-b"
+    after = _counted("voice_provider_fallbacks_total", kind="llm", reason="unreachable")
+    assert after == before + 1
     assert await _recorded_llm_use() == use
     # The record as the API shows it: which provider served the turn, and why.
     client = api_client(tenant.secret_key)
