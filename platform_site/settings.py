@@ -339,6 +339,9 @@ STT_PROVIDER = env_str("STT_PROVIDER", "local")
 TTS_PROVIDER = env_str("TTS_PROVIDER", "local")
 STT_TIMEOUT_S = env_float("STT_TIMEOUT_S", 10.0)
 TTS_TIMEOUT_S = env_float("TTS_TIMEOUT_S", 10.0)
+# Pauses before each retry of a provider call that failed before producing anything
+# (README "Retries and fallbacks"); empty: no retries.
+PROVIDER_RETRY_DELAYS_MS = env_int_list("PROVIDER_RETRY_DELAYS_MS", [200, 600])
 BARGE_IN_MIN_WORDS = env_int("BARGE_IN_MIN_WORDS", 1, minimum=0)
 # Offline engines (the embedded default): the end-of-turn model (smart-turn v3) at the
 # first pause, and the fixed silence that ends a turn without it.

@@ -25,6 +25,7 @@ from prometheus_client import (
 from prometheus_client.exposition import choose_encoder
 
 from sessions_app.protocol import ErrorCode, ErrorEvent, MetricsEvent, ToolStatusEvent
+from sessions_app.providers.base import FAILURE_REASONS
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,19 @@ STAGE_SECONDS = Histogram(
     buckets=STAGE_BUCKETS,
     registry=REGISTRY,
 )
+PROVIDER_KINDS = ("llm", "tts")
+PROVIDER_RETRIES = Counter(
+    "voice_provider_retries",
+    "Provider calls retried before they produced anything, by provider kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
+PROVIDER_FALLBACKS = Counter(
+    "voice_provider_fallbacks",
+    "Turns a fallback provider served, by provider kind and why the one before it failed.",
+    ["kind", "reason"],
+    registry=REGISTRY,
+)
 ERRORS = Counter(
     "voice_errors", "error events sent to clients, by code.", ["code"], registry=REGISTRY
 )
@@ -83,6 +97,8 @@ for _outcome in TURN_OUTCOMES:
     TURNS.labels(_outcome)
 for _outcome in TOOL_OUTCOMES:
     TOOL_CALLS.labels(_outcome)
+for _kind in PROVIDER_KINDS:
+    PROVIDER_RETRIES.labels(_kind)
 
 
 def _known(value: Any, allowed: frozenset[str]) -> str:
@@ -124,12 +140,25 @@ def _observe(event: dict[str, Any]) -> None:
             value = event.get(field)
             if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
                 STAGE_SECONDS.labels(stage).observe(value / 1000)
+        for kind in PROVIDER_KINDS:
+            _observe_provider_use(kind, event.get(kind))
     elif kind == ToolStatusEvent.TYPE:
         status = event.get("status")
         if status != "started":
             TOOL_CALLS.labels(_known(status, TOOL_OUTCOMES)).inc()
     elif kind == ErrorEvent.TYPE:
         ERRORS.labels(_known(event.get("code"), ERROR_CODES)).inc()
+
+
+def _observe_provider_use(kind: str, use: Any) -> None:
+    """A turn's ``llm`` / ``tts`` field: its retries, and the fallback that served it."""
+    if not isinstance(use, dict):
+        return
+    retries = use.get("retries")
+    if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0:
+        PROVIDER_RETRIES.labels(kind).inc(retries)
+    if use.get("fallbackReason") is not None and use.get("provider") is not None:
+        PROVIDER_FALLBACKS.labels(kind, _known(use["fallbackReason"], FAILURE_REASONS)).inc()
 
 
 def exposition(accept: str) -> tuple[bytes, str]:

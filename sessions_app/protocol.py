@@ -557,6 +557,9 @@ class MetricsEvent(ServerEvent):
     llm_rounds: int
     tools: list[dict[str, Any]]
     timeline: list[dict[str, Any]]
+    # Which provider served the turn: {provider, retries, fallbackReason}, None where unused.
+    llm: dict[str, Any] | None
+    tts: dict[str, Any] | None
     usage: dict[str, int]
 
 

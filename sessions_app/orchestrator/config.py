@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sessions_app.protocol import MetricsEvent
+from sessions_app.providers.resilience import Attempts
 
 Mode = Literal["voice", "text"]
 # What the agent says when the LLM's reply is empty (nothing would be heard otherwise).
@@ -94,6 +95,33 @@ class SettledToolCall:
 
 
 @dataclass
+class ProviderUse:
+    """Which provider of a kind served a turn's calls, after how many retries, and why a
+    fallback served (a ``providers.base.FAILURE_REASONS`` code; None: the primary did)."""
+
+    served: str | None = None  # the last call's; None: no call, or every provider failed
+    calls: int = 0
+    retries: int = 0
+    fallback_reason: str | None = None  # the turn's first
+
+    def add(self, attempts: Attempts) -> None:
+        """A call's ``resilience.Attempts`` (its ``report``)."""
+        self.calls += 1
+        self.served = attempts.served
+        self.retries += attempts.retries
+        self.fallback_reason = self.fallback_reason or attempts.fallback_reason
+
+    def as_event(self) -> dict[str, Any] | None:
+        if not self.calls:
+            return None
+        return {
+            "provider": self.served,
+            "retries": self.retries,
+            "fallbackReason": self.fallback_reason,
+        }
+
+
+@dataclass
 class TurnMetrics:
     """Monotonic timestamps (seconds) of one turn; ``None`` where it never got there.
 
@@ -118,6 +146,8 @@ class TurnMetrics:
     llm_rounds: int = 0
     tool_calls: int = 0
     tools: list[ToolTiming] = field(default_factory=list)
+    llm: ProviderUse = field(default_factory=ProviderUse)
+    tts: ProviderUse = field(default_factory=ProviderUse)
 
     @staticmethod
     def _ms(start: float | None, end: float | None) -> float | None:
@@ -178,6 +208,8 @@ class TurnMetrics:
             llm_rounds=self.llm_rounds,
             tools=[{"name": t.name, "status": t.status, "ms": rounded(t.ms)} for t in self.tools],
             timeline=self.timeline(),
+            llm=self.llm.as_event(),
+            tts=self.tts.as_event(),
             usage=usage,
         )
 

@@ -21,6 +21,7 @@ from sessions_app.orchestrator.guard import NoGuard, SessionGuard
 from sessions_app.orchestrator.usage import UsageMeter
 from sessions_app.protocol import ErrorCode, ErrorEvent, ServerEvent
 from sessions_app.providers.base import LLM, STT, TTS, STTStream, ToolRunner
+from sessions_app.providers.resilience import resilient_llm, resilient_tts
 
 # The package's name, not this module's: log configuration written for the single-module
 # orchestrator keeps matching.
@@ -91,7 +92,8 @@ class SessionCore:
         every tool call that reached its final status (for the session's record).
         ``guard`` is asked before each turn and each LLM request (rate limits)."""
         self.config = config
-        self._llm, self._tool_runner, self._stt, self._tts = llm, tool_runner, stt, tts
+        self._llm, self._tts = resilient_llm(llm), resilient_tts(tts)
+        self._tool_runner, self._stt = tool_runner, stt
         self._emit_event, self._send_audio = emit, send_audio
         self._clock, self._on_turn_metrics = clock, on_turn_metrics
         self._on_tool_settled = on_tool_settled

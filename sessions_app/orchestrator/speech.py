@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from sessions_app.orchestrator.core import Sentence, SessionCore, Turn, closing_stream
 from sessions_app.protocol import ErrorCode, TtsDoneEvent
 from sessions_app.providers.base import TTS, ProviderError
+from sessions_app.providers.resilience import Report
 from sessions_app.voice_cleaner import clean_for_speech
 
 INTERRUPTED_MARK = "[interrupted]"
@@ -50,7 +51,7 @@ class SpeechOutput(SessionCore):
         async with closing_stream(self._tts.synthesize(speech, voice=self._voice)) as audio:
             return [chunk async for chunk in audio]
 
-    async def _audio_of(self, speech: str) -> AsyncIterator[bytes]:
+    async def _audio_of(self, speech: str, report: Report | None) -> AsyncIterator[bytes]:
         """The sentence's audio: prepared ahead if it was, else synthesized now."""
         prepared = self._prepared.pop(speech, None)
         if prepared is not None:
@@ -58,7 +59,8 @@ class SpeechOutput(SessionCore):
                 yield chunk
             return
         assert self._tts is not None
-        async with closing_stream(self._tts.synthesize(speech, voice=self._voice)) as audio:
+        stream = self._tts.synthesize(speech, voice=self._voice, report=report)
+        async with closing_stream(stream) as audio:
             async for chunk in audio:
                 yield chunk
 
@@ -88,7 +90,8 @@ class SpeechOutput(SessionCore):
                 turn.metrics.first_tts_request_at = self._clock()
             self._usage.tts_characters += len(speech)
             try:
-                async with closing_stream(self._audio_of(speech)) as audio:
+                report = turn.metrics.tts.add if turn.metrics is not None else None
+                async with closing_stream(self._audio_of(speech, report)) as audio:
                     async for chunk in audio:
                         self._usage.tts_audio_bytes += len(chunk)
                         metrics = turn.metrics

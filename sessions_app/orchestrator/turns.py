@@ -173,7 +173,9 @@ class Turns(SpeechOutput, ToolCalls):
         turn.round_request_at = self._clock()
         if metrics.llm_request_at is None:
             metrics.llm_request_at = turn.round_request_at
-        stream = self._llm.stream(messages=messages, tools=tools, model=self.config.model)
+        stream = self._llm.stream(
+            messages=messages, tools=tools, model=self.config.model, report=metrics.llm.add
+        )
         done: LLMDone | None = None
         try:
             async with closing_stream(stream) as events:

@@ -385,6 +385,8 @@ METRICS_WIRE: dict[str, Any] = {
     "llmRounds": 2,
     "tools": [{"name": "get_weather", "status": "completed", "ms": 31.0}],
     "timeline": [{"stage": "turn", "startMs": 0.0, "endMs": 910.0}],
+    "llm": {"provider": "platform:gpt", "retries": 1, "fallbackReason": None},
+    "tts": None,
     "usage": {"llmRequests": 2, "promptTokens": 120},
 }
 NOTICE = {"message": "No language model is connected.", "setupUrl": "/dashboard/llm/"}
@@ -432,7 +434,7 @@ WIRE_SHAPES: list[tuple[protocol.ServerEvent, dict[str, Any]]] = [
             stt_final_ms=12.5, llm_first_token_ms=230.1, tts_first_byte_ms=None,
             first_audio_ms=None, turn_ms=910.0, llm_rounds=2,
             tools=METRICS_WIRE["tools"], timeline=METRICS_WIRE["timeline"],
-            usage=METRICS_WIRE["usage"],
+            llm=METRICS_WIRE["llm"], tts=None, usage=METRICS_WIRE["usage"],
         ),
         {"type": "metrics", **METRICS_WIRE},
     ),
