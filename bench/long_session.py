@@ -66,9 +66,12 @@ def count_sent_bytes() -> None:
 
     async def counted(self: Any, command: Any, check_health: bool = True) -> None:
         global sent_bytes
-        chunks = [command] if isinstance(command, bytes | str) else list(command)
+        if isinstance(command, bytes | str):
+            sent_bytes += len(command)
+            return await send(self, command, check_health)
+        chunks = list(command)
         sent_bytes += sum(len(chunk) for chunk in chunks)
-        await send(self, chunks if len(chunks) > 1 else chunks[0], check_health)
+        return await send(self, chunks, check_health)
 
     redis_connection.AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
 
@@ -129,7 +132,7 @@ async def run_session(index: int, turns: int) -> tuple[list[int], list[float], l
             llm_name="fake",
             instructions="You are a weather assistant for {{city}}.",
             variables={"city": "Paris"},
-            tools=(forecast,),
+            tools=[forecast],
         ),
         llm=FakeLLM(script=script(turns)),
         tool_runner=runner,

@@ -27,6 +27,7 @@ import hmac
 import json
 import time
 from collections import deque
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +69,7 @@ class Grown:
 
 
 def _put_back(
-    state: dict[str, Any], history: list[bytes | str], call_ids: set[bytes] | set[str]
+    state: dict[str, Any], history: Sequence[bytes | str], call_ids: Collection[bytes | str]
 ) -> dict[str, Any]:
     if history:
         state["history"] = [json.loads(entry) for entry in history]

@@ -24,7 +24,7 @@ def _snapshot(history: list[dict[str, Any]], call_ids: list[str] | None = None) 
 
 def test_only_new_or_changed_entries_are_written_again() -> None:
     writer = SnapshotWriter()
-    history = [{"role": "user", "content": "hi"}]
+    history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
     first = writer.next(_snapshot(history))
     assert first.grown == Grown(history_kept=0, history=[json.dumps(history[0])], call_ids=[])
     assert "history" not in json.loads(first.state)
@@ -106,8 +106,8 @@ async def test_a_long_session_writes_each_history_entry_about_once() -> None:
         session_id="d" * 32,
         workspace_id=1,
         channel="",
-        recorder=_NoRecord(),
-        store=store,  # type: ignore[arg-type]
+        recorder=_NoRecord(),  # type: ignore[arg-type]
+        store=store,
     )
     replied = asyncio.Event()
 
@@ -119,7 +119,7 @@ async def test_a_long_session_writes_each_history_entry_about_once() -> None:
     session = VoiceSession(
         config=SessionConfig(session_id="d" * 32, resume_token="-", workspace_id=1,
                              llm_name="fake", mode="text",
-                             tools=(ToolDefinition(name="look", handler="() => 1"),)),
+                             tools=[ToolDefinition(name="look", handler="() => 1")]),
         llm=FakeLLM(script=rounds), tool_runner=FakeToolRunner(), emit=emit,
         send_audio=host.send_audio,
     )  # fmt: skip
