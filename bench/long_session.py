@@ -92,6 +92,15 @@ class NoRecord:
     async def finish(self, close_code: int | None, usage: Any = None) -> None: ...
 
 
+class ScriptedLLM(FakeLLM):
+    """FakeLLM without its deep copy of every request (a test's record of what was sent,
+    which grows with the history: not a cost of the platform)."""
+
+    async def stream(self, *, messages: Any, tools: Any, model: str | None = None) -> Any:
+        async for event in super().stream(messages=[], tools=tools, model=model):
+            yield event
+
+
 def script(turns: int) -> list[Any]:
     rounds: list[Any] = []
     for turn in range(1, turns + 1):
@@ -134,7 +143,7 @@ async def run_session(index: int, turns: int) -> tuple[list[int], list[float], l
             variables={"city": "Paris"},
             tools=[forecast],
         ),
-        llm=FakeLLM(script=script(turns)),
+        llm=ScriptedLLM(script=script(turns)),
         tool_runner=runner,
         emit=emit,
         send_audio=host.send_audio,

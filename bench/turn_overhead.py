@@ -11,6 +11,8 @@ sessions the figures are mostly event-loop queueing (the worst case for one proc
 "hosted": each session also runs in a ``SessionHost`` as in production, which keeps it
 resumable (events and state snapshots to the in-memory resume store, on the same loop),
 so what the host does per event shows in the turns of every session of the process.
+``cpu_ms_per_turn``: this process's CPU time over the turns (hosted minus bare: the host's
+share), steadier than latencies on a busy machine.
 
 Prints one JSON object. A measurement, not a test: there are no thresholds.
 
@@ -128,9 +130,9 @@ def percentiles(values: list[float]) -> dict[str, float]:
 async def measure(sessions: int, turns: int, pacing: str, hosted: bool = False) -> dict[str, Any]:
     metrics: list[TurnMetrics] = []
     pace_s = PACE_S if pacing == "paced" else 0.0
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     await asyncio.gather(*(run_session(i, turns, pace_s, metrics, hosted) for i in range(sessions)))
-    elapsed = time.perf_counter() - began
+    elapsed, cpu_s = time.perf_counter() - began, time.process_time() - cpu_began
     completed = [m for m in metrics if m.outcome == "completed"]
     to_llm = [m.input_to_llm_ms for m in completed if m.input_to_llm_ms is not None]
     to_tts = [m.llm_text_to_tts_ms for m in completed if m.llm_text_to_tts_ms is not None]
@@ -142,6 +144,7 @@ async def measure(sessions: int, turns: int, pacing: str, hosted: bool = False) 
         "a_transcript_to_llm_request_ms": percentiles(to_llm),
         "b_first_llm_text_to_first_tts_request_ms": percentiles(to_tts),
         "wall_s": round(elapsed, 3),
+        "cpu_ms_per_turn": round(cpu_s * 1000 / max(1, len(metrics)), 3),
     }
 
 
