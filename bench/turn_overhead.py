@@ -57,9 +57,6 @@ class NoRecord:
 
 
 def new_host(index: int) -> Any:
-    import django
-
-    django.setup()
     from sessions_app.resume import SessionHost
     from sessions_app.resume.store import MemoryResumeStore
 
@@ -149,7 +146,11 @@ async def measure(sessions: int, turns: int, pacing: str, hosted: bool = False) 
 
 
 async def main(turns: int) -> dict[str, Any]:
+    import django
+
+    django.setup()  # for the hosted runs
     await measure(1, 3, "burst")  # warm-up: imports, caches
+    await measure(1, 3, "burst", hosted=True)
     return {
         "benchmark": "turn_overhead",
         "turns_per_session": turns,
