@@ -3,12 +3,12 @@
 Observes the events a session emits and writes them in order from one background
 task, on a thread of its own, so a slow database never delays audio, events, or the
 database reads a turn makes (those share ``database_sync_to_async``'s one thread). A
-settled tool call brings its console log along; a call the sandbox ran comes masked
-(no secret is decrypted for it here), others are masked with the workspace's secrets,
-decrypted once per session. Usage goes the same way: each
-turn's figures (from its ``metrics`` event) to the session's totals and the day's
-aggregate, then the workspace's quotas are checked; a used-up quota is reported back
-through ``on_quota_exceeded``. Webhook events are queued once their records are written.
+settled tool call brings its console log along; a call the sandbox ran comes masked (no
+secret is decrypted for it here), others are masked with the workspace's secrets,
+decrypted once per session. Usage goes the same way: each turn's figures (from its
+``metrics`` event) to the session's totals and the day's aggregate, then the workspace's
+quotas are checked; a used-up quota is reported back through ``on_quota_exceeded``.
+Webhook events are queued once their records are written.
 """
 
 from __future__ import annotations
