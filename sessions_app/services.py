@@ -119,6 +119,21 @@ def agent_vocabulary_clean(vocabulary: Any) -> list[str]:
     return [term.strip() for term in message.vocabulary or []]
 
 
+def _check_speech_providers(agent: Agent) -> None:
+    """Providers by name: one this platform has, never a scripted fake outside the tests."""
+    for field, kind in (("stt_provider", "stt"), ("tts_provider", "tts")):
+        name = getattr(agent, field)
+        if not name:
+            continue
+        try:
+            registry.choosable(kind, name)
+        except registry.UnknownProvider:
+            known = ", ".join(registry.names(kind, choosable=True))
+            raise ValidationError(
+                {field: [f"no {kind} provider named {name[:40]!r}; choose one of {known}"]}
+            ) from None
+
+
 def _check_voice(agent: Agent) -> None:
     """A voice the agent's TTS does not have is refused now, not found out in a session."""
     voice = agent.voice.strip()
@@ -224,6 +239,7 @@ def _check_tts_fallbacks(agent: Agent) -> None:
 
 def _save(agent: Agent) -> Agent:
     agent.vocabulary = agent_vocabulary_clean(agent.vocabulary)
+    _check_speech_providers(agent)
     _check_voice(agent)
     _check_llm_provider(agent)
     _check_llm_fallbacks(agent)

@@ -21,6 +21,7 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
+from sessions_app.providers.spec import ProviderSpec
 from sessions_app.services import session_record_tool_log
 from tools_app import fairness, tasks
 from tools_app.services import ToolRun, tool_execute
@@ -128,3 +129,6 @@ def _outcome(message: dict[str, Any]) -> ToolOutcome:
         log=message.get("console") or None,
         cpu_ms=float(cpu_ms) if isinstance(cpu_ms, int | float) else 0.0,
     )
+
+
+PROVIDER = ProviderSpec(kind="tools", name="sandbox", label="Sandbox", adapter=SandboxToolRunner)

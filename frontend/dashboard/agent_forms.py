@@ -23,6 +23,7 @@ from sessions_app import protocol
 from sessions_app.models import Agent
 from sessions_app.orchestrator import DEFAULT_EMPTY_REPLY
 from sessions_app.providers import registry
+from sessions_app.providers.spec import ProviderSpec
 from sessions_app.services import AGENT_FIELDS
 from tools_app.schema import SchemaError, to_json_schema
 from tools_app.services import handler_check
@@ -30,13 +31,6 @@ from tools_app.services import handler_check
 # The editor's own pages live at agents/new/ and agents/templates/.
 RESERVED_SLUGS = frozenset({"new", "templates"})
 SERVER, BROWSER = "server", "browser"
-PROVIDER_LABELS = {
-    "assemblyai": "AssemblyAI",
-    "elevenlabs": "ElevenLabs",
-    "local": "Local (offline)",
-    "openai": "OpenAI",
-    "orpheus": "Orpheus",
-}
 # How the service names a tool's fields in its messages (the wire's names).
 _SERVICE_FIELDS = {
     "name": "name",
@@ -74,14 +68,16 @@ def slug_from_name(name: str) -> str:
 def _provider_choices(
     kind: registry.Kind, current: str, own_keys: frozenset[str]
 ) -> list[tuple[str, str]]:
-    # The scripted "fake" engines are for tests; keep one listed only if already chosen.
-    names = [name for name in registry.names(kind) if name != "fake" or name == current]
+    # A name no longer offered (a scripted fake) stays listed while chosen; saving it is
+    # refused on the field (the service says why).
+    specs = registry.specs(kind, choosable=True)
+    if current and current not in {spec.name for spec in specs} and current in registry.names(kind):
+        specs.append(registry.provider(kind, current))
 
-    def label(name: str) -> str:
-        shown = PROVIDER_LABELS.get(name, name)
-        return f"{shown} (this workspace's key)" if name in own_keys else shown
+    def label(spec: ProviderSpec) -> str:
+        return f"{spec.label} (this workspace's key)" if spec.name in own_keys else spec.label
 
-    return [("", "Platform default"), *((name, label(name)) for name in names)]
+    return [("", "Platform default"), *((spec.name, label(spec)) for spec in specs)]
 
 
 class LLMFallbacksField(forms.CharField):

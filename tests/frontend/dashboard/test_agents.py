@@ -555,3 +555,25 @@ def test_fallbacks_are_typed_checked_and_saved(
     shown = submitted(owner_client.get(page(owner, "agent-edit", "spare")).content.decode())
     assert shown["llm_fallbacks"] == "spare small\nother-model"
     assert shown["tts_fallbacks"] == "openai"
+
+
+def test_the_scripted_fake_providers_are_neither_offered_nor_saved(
+    owner: Tenant, owner_client: Client, settings: Any
+) -> None:
+    settings.ALLOW_FAKE_PROVIDERS = False  # as on every real platform
+    blank = owner_client.get(page(owner, "agent-new")).content.decode()
+    assert '<option value="local">Local (offline)</option>' in blank
+    assert 'value="fake"' not in blank
+    refused = owner_client.post(page(owner, "agent-new"), editor_post(stt_provider="fake"))
+    assert refused.status_code == 200
+    assert "valid choice" in field_errors(refused.content.decode(), "id_stt_provider")
+    # One saved before (by a test platform): shown as chosen, refused on the field when saved.
+    services.agent_create(workspace=owner.workspace, name="Old", slug="old")
+    Agent.objects.filter(slug="old").update(tts_provider="fake")
+    edit = owner_client.get(page(owner, "agent-edit", "old")).content.decode()
+    assert submitted(edit)["tts_provider"] == "fake"
+    saved = owner_client.post(
+        page(owner, "agent-edit", "old"), editor_post(name="Old", slug="old", tts_provider="fake")
+    )
+    assert "choose one of" in field_errors(saved.content.decode(), "id_tts_provider")
+    assert selectors.agent_get(workspace=owner.workspace, slug="old").name == "Old"
