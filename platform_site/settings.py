@@ -16,6 +16,7 @@ import dj_database_url
 from csp import constants as csp
 from django.core.exceptions import ImproperlyConfigured
 
+from platform_site import backends
 from platform_site.env import (
     env_bool,
     env_float,
@@ -172,20 +173,14 @@ def _public_url(url: str | None) -> str | None:
 # Baked into the npm package of the browser library; unset: taken from the request.
 PUBLIC_URL = _public_url(env_str("PUBLIC_URL"))
 
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "platform_site.channel_layer.ResilientRedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
-        }
-    }
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# REDIS_URL is the one switch between the embedded platform and production
+# (platform_site/backends.py): the channel layer, Celery and mail follow it.
+CHANNEL_LAYERS = backends.channel_layers(REDIS_URL)
 
 # Celery: on Redis when configured; otherwise tasks run in-process.
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = backends.celery_broker(REDIS_URL)
 CELERY_RESULT_BACKEND = None
-CELERY_TASK_ALWAYS_EAGER = REDIS_URL is None
+CELERY_TASK_ALWAYS_EAGER = backends.tasks_inline_by_default(REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ROUTES = {"tools.execute": {"queue": "sandbox"}}  # others: the "celery" queue
@@ -226,7 +221,7 @@ EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD") or ""
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Voice agents <noreply@localhost>")
 # Mail is sent off the request: by a Celery worker with Redis, else by a thread.
-MAIL_QUEUE = "celery" if REDIS_URL else "thread"
+MAIL_QUEUE = backends.mail_queue(REDIS_URL)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["secrets_app.authentication.SecretKeyAuthentication"],

@@ -20,6 +20,7 @@ from django.conf import settings
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from platform_site import backends
 from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
 from sessions_app.providers.spec import ProviderSpec
 from sessions_app.services import session_record_tool_log
@@ -50,7 +51,7 @@ class SandboxToolRunner(ToolRunner):
             pinned=invocation.pinned,
             reads_secrets=invocation.reads_secrets,
         )
-        if settings.CELERY_TASK_ALWAYS_EAGER:
+        if backends.tasks_inline():
             outcome = _outcome(asdict(await tool_execute(run)))
         else:
             outcome = await self._queued(invocation, run)
