@@ -126,3 +126,20 @@ def test_vocabulary_and_empty_reply_are_saved_and_checked(owner_api):
         assert response.status_code == 400, vocabulary
         fields = response.json()["error"]["fields"]
         assert all(name.startswith("vocabulary") for name in fields), fields
+
+
+def test_every_refused_tool_field_is_named_in_the_error(owner_api):
+    tools = [
+        order_tool(parameters={"order_number": "strng"}),
+        order_tool(name="b", handler="async (args, ctx) => {"),
+    ]
+    response = owner_api.post(
+        "/api/v1/agents", {"name": "A", "slug": "a", "tools": tools}, format="json"
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert set(error["fields"]) == {"tools[0].parameters.order_number", "tools[1].handler"}
+    assert "unknown type 'strng'" in error["fields"]["tools[0].parameters.order_number"][0]
+    assert error["message"].startswith("tools[0].parameters.order_number: unknown type")
+    assert "; tools[1].handler: SyntaxError" in error["message"]
+    assert not Agent.objects.exists()

@@ -18,6 +18,7 @@ from django.test import Client
 from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES
 from sessions_app import selectors, services
+from sessions_app.agent_tools import AgentToolsInvalid, ToolError
 from sessions_app.models import Agent
 from tests.factories import Tenant, order_tool
 from tests.frontend.dashboard.conftest import page
@@ -235,7 +236,7 @@ def test_a_syntax_error_leaves_the_saved_agent_as_it_was(
     [
         ('{"order_number": "string",}', "Not valid JSON"),
         ('{"order_number": "strng"}', "unknown type 'strng'"),
-        ('["order_number"]', "expected an object"),
+        ('["order_number"]', "Input should be a valid dictionary"),  # the service's words
     ],
 )
 def test_bad_parameters_are_refused_on_the_parameters_field(
@@ -278,10 +279,17 @@ def test_a_refusal_by_the_service_lands_on_the_field_it_names(owner: Tenant) -> 
     editor = AgentEditor(editor_post(tools=[server_tool(), {"name": "b", "runs_on": "browser"}]))
     assert editor.is_valid()
     editor.add_service_error(
-        ValidationError("tools[1].timeoutMs: too long; tools[0].parameters.x: bad type")
+        AgentToolsInvalid(
+            [
+                ToolError("too long", index=1, field="timeoutMs"),
+                ToolError("bad type", index=0, field="parameters", within="x"),
+                ToolError("at most 32 tools"),
+            ]
+        )
     )
     assert editor.tools.forms[1].errors["timeout_ms"] == ["Too long"]
     assert editor.tools.forms[0].errors["parameters"] == ["X: bad type"]
+    assert editor.form.non_field_errors() == ["Tools: at most 32 tools"]
     editor.add_service_error(ValidationError({"slug": ["an agent with slug 'x' already exists"]}))
     assert editor.form.errors["slug"] == ["An agent with slug 'x' already exists"]
 
