@@ -182,6 +182,7 @@ class Stack:
             REDIS_URL=self.redis_url,
             DATABASE_URL=f"{self.postgres_url.rstrip('/')}/{self.database}",
             VAR_DIR=str(self.tmp / "var"),
+            ALLOW_FAKE_PROVIDERS="true",  # the scripted speech below
             STT_PROVIDER="fake",
             TTS_PROVIDER="fake",
             TOOL_RUNNER="sandbox",

@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 
 import redis
-from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from platform_site import backends
 from tools_app.services import sandbox_protections
 
 logger = logging.getLogger(__name__)
@@ -26,16 +26,11 @@ def _database_status() -> str:
 
 
 def _redis_status() -> str:
-    if not settings.REDIS_URL:
+    if not backends.production():
         return "not configured"
     try:
-        client = redis.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
-        )
-        try:
+        with backends.redis_sync(socket_timeout=2, socket_connect_timeout=2) as client:
             client.ping()
-        finally:
-            client.close()
     except redis.RedisError as exc:
         logger.warning("healthz: redis check failed: %s", type(exc).__name__)
         return "down"

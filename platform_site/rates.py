@@ -1,5 +1,5 @@
-"""Rate limits that hold across web processes: counted in Redis when ``REDIS_URL`` is set,
-else in this process's memory (the embedded default runs one process).
+"""Rate limits that hold across web processes: counted in Redis in production, else in
+this process's memory (the embedded default runs one process).
 
 Built on the ``limits`` library with moving windows (exact counts, so ``Retry-After`` is
 right to the second). Every limit is a ``Rate`` named in settings and in the README's
@@ -22,13 +22,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from limits import RateLimitItemPerSecond
 from limits import storage as sync_storage
 from limits import strategies as sync_strategies
 from limits.aio import storage as async_storage
 from limits.aio import strategies as async_strategies
 from limits.errors import StorageError
+
+from platform_site import backends
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +48,6 @@ class Rate:
         return RateLimitItemPerSecond(self.amount, self.per_s, namespace=self.name)
 
 
-def _storage_uri(*, asynchronous: bool) -> str:
-    url = str(settings.REDIS_URL)
-    if url.startswith("unix://"):
-        url = "redis+unix://" + url.removeprefix("unix://")
-    return f"async+{url}" if asynchronous else url
-
-
 # One limiter per event loop (an async client belongs to its loop), and one for threads.
 _async_limiters: dict[Any, async_strategies.MovingWindowRateLimiter] = {}
 _sync_limiter: sync_strategies.MovingWindowRateLimiter | None = None
@@ -65,9 +59,10 @@ def _async_limiter() -> async_strategies.MovingWindowRateLimiter:
     limiter = _async_limiters.get(loop)
     if limiter is None:
         store: Any
-        if settings.REDIS_URL:
+        uri = backends.rate_storage_uri(asynchronous=True)
+        if uri is not None:
             store = async_storage.RedisStorage(
-                _storage_uri(asynchronous=True),
+                uri,
                 implementation="redispy",
                 key_prefix=KEY_PREFIX,
                 wrap_exceptions=True,
@@ -83,10 +78,9 @@ def _sync() -> sync_strategies.MovingWindowRateLimiter:
     with _sync_lock:
         if _sync_limiter is None:
             store: Any
-            if settings.REDIS_URL:
-                store = sync_storage.RedisStorage(
-                    _storage_uri(asynchronous=False), key_prefix=KEY_PREFIX, wrap_exceptions=True
-                )
+            uri = backends.rate_storage_uri(asynchronous=False)
+            if uri is not None:
+                store = sync_storage.RedisStorage(uri, key_prefix=KEY_PREFIX, wrap_exceptions=True)
             else:
                 store = sync_storage.MemoryStorage()
             _sync_limiter = sync_strategies.MovingWindowRateLimiter(store)
@@ -136,16 +130,11 @@ def reset() -> None:
     with _sync_lock:
         _sync_limiter = None
     _async_limiters.clear()
-    if settings.REDIS_URL:
-        import redis
-
-        client = redis.Redis.from_url(settings.REDIS_URL)
-        try:
+    if backends.production():
+        with backends.redis_sync() as client:
             keys = list(client.scan_iter(f"{KEY_PREFIX}*"))
             if keys:
                 client.delete(*keys)
-        finally:
-            client.close()
 
 
 __all__ = ["Rate", "StorageError", "hit", "hit_sync", "peek_sync", "reset"]

@@ -16,6 +16,7 @@ import dj_database_url
 from csp import constants as csp
 from django.core.exceptions import ImproperlyConfigured
 
+from platform_site import backends
 from platform_site.env import (
     env_bool,
     env_float,
@@ -25,7 +26,6 @@ from platform_site.env import (
     env_secret,
     env_str,
 )
-from sessions_app.providers import registry as speech_providers
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR") or BASE_DIR / "var")
@@ -173,20 +173,14 @@ def _public_url(url: str | None) -> str | None:
 # Baked into the npm package of the browser library; unset: taken from the request.
 PUBLIC_URL = _public_url(env_str("PUBLIC_URL"))
 
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "platform_site.channel_layer.ResilientRedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
-        }
-    }
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# REDIS_URL is the one switch between the embedded platform and production
+# (platform_site/backends.py): the channel layer, Celery and mail follow it.
+CHANNEL_LAYERS = backends.channel_layers(REDIS_URL)
 
 # Celery: on Redis when configured; otherwise tasks run in-process.
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = backends.celery_broker(REDIS_URL)
 CELERY_RESULT_BACKEND = None
-CELERY_TASK_ALWAYS_EAGER = REDIS_URL is None
+CELERY_TASK_ALWAYS_EAGER = backends.tasks_inline_by_default(REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ROUTES = {"tools.execute": {"queue": "sandbox"}}  # others: the "celery" queue
@@ -227,7 +221,7 @@ EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD") or ""
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Voice agents <noreply@localhost>")
 # Mail is sent off the request: by a Celery worker with Redis, else by a thread.
-MAIL_QUEUE = "celery" if REDIS_URL else "thread"
+MAIL_QUEUE = backends.mail_queue(REDIS_URL)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["secrets_app.authentication.SecretKeyAuthentication"],
@@ -343,26 +337,11 @@ TTS_TIMEOUT_S = env_float("TTS_TIMEOUT_S", 10.0)
 # (README "Retries and fallbacks"); empty: no retries.
 PROVIDER_RETRY_DELAYS_MS = env_int_list("PROVIDER_RETRY_DELAYS_MS", [200, 600])
 BARGE_IN_MIN_WORDS = env_int("BARGE_IN_MIN_WORDS", 1, minimum=0)
-# Offline engines (the embedded default): the end-of-turn model (smart-turn v3) at the
-# first pause, and the fixed silence that ends a turn without it.
-LOCAL_STT_TURN_MODEL = env_bool("LOCAL_STT_TURN_MODEL", True)
-LOCAL_STT_END_SILENCE_MS = env_int("LOCAL_STT_END_SILENCE_MS", 600, minimum=150)
-# Cloud speech providers.
-ASSEMBLYAI_API_KEY = env_secret("ASSEMBLYAI_API_KEY")
-ASSEMBLYAI_BASE_URL = env_str("ASSEMBLYAI_BASE_URL", "https://streaming.assemblyai.com")
-ASSEMBLYAI_SPEECH_MODEL = env_str("ASSEMBLYAI_SPEECH_MODEL", "universal-streaming-english")
-ORPHEUS_URL = env_str("ORPHEUS_URL")
-ORPHEUS_API_KEY = env_secret("ORPHEUS_API_KEY")
-ELEVENLABS_API_KEY = env_secret("ELEVENLABS_API_KEY")
-ELEVENLABS_BASE_URL = env_str("ELEVENLABS_BASE_URL", "wss://api.elevenlabs.io")
-ELEVENLABS_MODEL = env_str("ELEVENLABS_MODEL", "eleven_flash_v2_5")
-OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
-OPENAI_TTS_BASE_URL = env_str("OPENAI_TTS_BASE_URL", "https://api.openai.com/v1")
-OPENAI_TTS_MODEL = env_str("OPENAI_TTS_MODEL", "gpt-4o-mini-tts")
-for _kind, _name in (("stt", STT_PROVIDER), ("tts", TTS_PROVIDER)):
-    if _name not in speech_providers.names(_kind):
-        _known = ", ".join(speech_providers.names(_kind))
-        raise ImproperlyConfigured(f"{_kind.upper()}_PROVIDER={_name!r}: use one of {_known}")
+# Each speech provider reads its own settings (ASSEMBLYAI_API_KEY, ORPHEUS_URL,
+# LOCAL_STT_END_SILENCE_MS…) in its module under sessions_app/providers/; the system
+# checks (sessions_app/checks.py) refuse unknown names and bad values at start.
+# The scripted "fake" providers: only where this is on (the test suite turns it on).
+ALLOW_FAKE_PROVIDERS = env_bool("ALLOW_FAKE_PROVIDERS", False)
 TOOL_RUNNER = env_str("TOOL_RUNNER", "sandbox")
 MAX_TOOL_STEPS = env_int("MAX_TOOL_STEPS", 5, minimum=1)
 # Tool calls one LLM step may make; more fail at once (tell the model to call fewer).

@@ -7,8 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from celery import Task
-from django.conf import settings
 from django.db import close_old_connections
+
+from platform_site import backends
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ def _run(task: Task, kwargs: dict[str, Any]) -> None:
 
 def send_later(task: Task, **kwargs: Any) -> None:
     """Queue ``task``; the caller's answer never waits for it (nor for SMTP)."""
-    if settings.MAIL_QUEUE == "celery":
+    if backends.mail_on_celery():
         task.delay(**kwargs)
     else:
         _thread.submit(_run, task, kwargs)

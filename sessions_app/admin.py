@@ -5,6 +5,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 
+from sessions_app.agent_tools import AgentToolsInvalid
 from sessions_app.models import Agent, Session, ToolCallRecord, TranscriptEntry
 from sessions_app.services import agent_tools_clean
 
@@ -18,8 +19,13 @@ class AgentAdminForm(forms.ModelForm):  # type: ignore[type-arg]
         ]  # fmt: skip
 
     def clean_tools(self) -> list[dict[str, Any]]:
-        # Same validation and handler pinning as the API.
-        return agent_tools_clean(self.cleaned_data["tools"] or [])
+        # Same validation and handler pinning as the API; every refusal on this one field.
+        try:
+            return agent_tools_clean(self.cleaned_data["tools"] or [])
+        except AgentToolsInvalid as exc:
+            raise forms.ValidationError(
+                [f"{e.path}: {e.message}" for e in exc.tool_errors]
+            ) from None
 
 
 @admin.register(Agent)

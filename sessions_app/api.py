@@ -81,12 +81,9 @@ class AgentInput(StrictSerializer):
         allow_blank=True,
         help_text="One of the workspace's LLM connections, by name; blank: its default.",
     )
-    stt_provider = serializers.ChoiceField(
-        choices=registry.names("stt"), required=False, allow_blank=True
-    )
-    tts_provider = serializers.ChoiceField(
-        choices=registry.names("tts"), required=False, allow_blank=True
-    )
+    # Choices set per request: the scripted fakes only where ALLOW_FAKE_PROVIDERS is on.
+    stt_provider = serializers.ChoiceField(choices=[], required=False, allow_blank=True)
+    tts_provider = serializers.ChoiceField(choices=[], required=False, allow_blank=True)
     vocabulary = serializers.ListField(
         child=serializers.CharField(max_length=protocol.VOCABULARY_TERM_MAX),
         max_length=protocol.VOCABULARY_MAX,
@@ -112,6 +109,11 @@ class AgentInput(StrictSerializer):
         help_text="Text-to-speech providers tried in order when the agent's own fails.",
     )
     tools = serializers.ListField(child=serializers.JSONField(), required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field, kind in (("stt_provider", "stt"), ("tts_provider", "tts")):
+            self.fields[field].choices = registry.names(kind, choosable=True)
 
 
 # Secret keys are made by owners and admins only: handlers saved with one are theirs.

@@ -9,6 +9,8 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from secrets_app.signals import api_key_disabled
-        from sessions_app import control
+        from sessions_app import checks, control
+
+        checks.register()
 
         api_key_disabled.connect(control.on_api_key_disabled, dispatch_uid="end-key-sessions")

@@ -12,15 +12,12 @@ still holds its state and may still be running a turn); the process that resumes
 
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import Any
+from typing import Protocol
 
-import redis.asyncio as aioredis
-from django.conf import settings
+from platform_site import backends
 
 LEASE_S = 90.0
-REDIS_CONNECTIONS_PER_LOOP = 100
 
 # Atomically: drop expired leases, refuse past the limit, else add this session.
 _ACQUIRE = """
@@ -31,23 +28,8 @@ redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
 """
 
-_memory: dict[str, dict[str, float]] = {}
-_clients: dict[Any, aioredis.Redis] = {}
-
-
-def redis_client() -> aioredis.Redis:
-    """This event loop's client for ``settings.REDIS_URL`` (a client is bound to its loop)."""
-    loop = asyncio.get_running_loop()
-    if loop not in _clients:
-        # A burst beyond the pool's connections waits for one (up to 10 s) instead of
-        # failing at once, which redis-py's default pool does.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            settings.REDIS_URL, max_connections=REDIS_CONNECTIONS_PER_LOOP, timeout=10
-        )
-        _clients[loop] = aioredis.Redis(connection_pool=pool)
-    return _clients[loop]
-
-
+# Kept here for the modules (and tests) that reach Redis through this one.
+redis_client = backends.redis_client
 _client = redis_client
 
 
@@ -62,9 +44,23 @@ def address_pool(key_id: int, address: str) -> str:
     return f"voice:live:key:{key_id}:{address}"
 
 
-async def acquire(*, pool: str, session_id: str, limit: int) -> bool:
-    now = time.time()
-    if not settings.REDIS_URL:
+class LeaseStore(Protocol):
+    async def acquire(self, pool: str, session_id: str, limit: int) -> bool: ...
+    async def put(self, pool: str, session_id: str, *, only_held: bool) -> None: ...
+    async def release(self, pool: str, session_id: str) -> None: ...
+    async def count(self, pool: str) -> int: ...
+    async def holders(self, pool: str) -> set[str]: ...
+    def holders_sync(self, pool: str) -> set[str]: ...
+
+
+_memory: dict[str, dict[str, float]] = {}
+
+
+class MemoryLeases:
+    """The embedded platform's leases: one process, so its memory (``_memory``)."""
+
+    async def acquire(self, pool: str, session_id: str, limit: int) -> bool:
+        now = time.time()
         leases = _memory.setdefault(pool, {})
         for sid in [sid for sid, expiry in leases.items() if expiry <= now]:
             del leases[sid]
@@ -72,7 +68,56 @@ async def acquire(*, pool: str, session_id: str, limit: int) -> bool:
             return False
         leases[session_id] = now + LEASE_S
         return True
-    return await lease_take(pool, session_id, limit=limit, hold_s=LEASE_S)
+
+    async def put(self, pool: str, session_id: str, *, only_held: bool) -> None:
+        _memory.setdefault(pool, {})[session_id] = time.time() + LEASE_S
+
+    async def release(self, pool: str, session_id: str) -> None:
+        _memory.get(pool, {}).pop(session_id, None)
+
+    async def count(self, pool: str) -> int:
+        now = time.time()
+        return sum(1 for expiry in _memory.get(pool, {}).values() if expiry > now)
+
+    async def holders(self, pool: str) -> set[str]:
+        return self.holders_sync(pool)
+
+    def holders_sync(self, pool: str) -> set[str]:
+        now = time.time()
+        return {sid for sid, expiry in _memory.get(pool, {}).items() if expiry > now}
+
+
+class RedisLeases:
+    """Production's leases: a sorted set per pool, shared by every web process."""
+
+    async def acquire(self, pool: str, session_id: str, limit: int) -> bool:
+        return await lease_take(pool, session_id, limit=limit, hold_s=LEASE_S)
+
+    async def put(self, pool: str, session_id: str, *, only_held: bool) -> None:
+        client = redis_client()
+        await client.zadd(pool, {session_id: time.time() + LEASE_S}, xx=only_held)
+        await client.expire(pool, int(LEASE_S * 2))
+
+    async def release(self, pool: str, session_id: str) -> None:
+        await redis_client().zrem(pool, session_id)
+
+    async def count(self, pool: str) -> int:
+        return int(await redis_client().zcount(pool, time.time(), "+inf"))
+
+    async def holders(self, pool: str) -> set[str]:
+        return _decoded(await redis_client().zrangebyscore(pool, time.time(), "+inf"))
+
+    def holders_sync(self, pool: str) -> set[str]:
+        with backends.redis_sync() as client:
+            return _decoded(client.zrangebyscore(pool, time.time(), "+inf"))
+
+
+def _decoded(members: list[bytes | str]) -> set[str]:
+    return {member.decode() if isinstance(member, bytes) else member for member in members}
+
+
+MEMORY_LEASES = MemoryLeases()
+REDIS_LEASES = RedisLeases()
 
 
 async def lease_take(key: str, member: str, *, limit: int, hold_s: float) -> bool:
@@ -85,61 +130,33 @@ async def lease_take(key: str, member: str, *, limit: int, hold_s: float) -> boo
     return bool(granted)
 
 
+async def acquire(*, pool: str, session_id: str, limit: int) -> bool:
+    return await backends.session_leases().acquire(pool, session_id, limit)
+
+
 async def renew(*, pool: str, session_id: str) -> None:
-    expiry = time.time() + LEASE_S
-    if not settings.REDIS_URL:
-        _memory.setdefault(pool, {})[session_id] = expiry
-        return
-    client = redis_client()
-    await client.zadd(pool, {session_id: expiry}, xx=True)
-    await client.expire(pool, int(LEASE_S * 2))
+    await backends.session_leases().put(pool, session_id, only_held=True)
 
 
 async def adopt(*, pool: str, session_id: str) -> None:
     """Take over the lease of a session resumed from another process, without a limit check:
     it has counted all along (only a lease that already expired is added back)."""
-    expiry = time.time() + LEASE_S
-    if not settings.REDIS_URL:
-        _memory.setdefault(pool, {})[session_id] = expiry
-        return
-    client = redis_client()
-    await client.zadd(pool, {session_id: expiry})
-    await client.expire(pool, int(LEASE_S * 2))
+    await backends.session_leases().put(pool, session_id, only_held=False)
 
 
 async def release(*, pool: str, session_id: str) -> None:
-    if not settings.REDIS_URL:
-        _memory.get(pool, {}).pop(session_id, None)
-        return
-    await redis_client().zrem(pool, session_id)
+    await backends.session_leases().release(pool, session_id)
 
 
 async def count(*, pool: str) -> int:
-    now = time.time()
-    if not settings.REDIS_URL:
-        return sum(1 for expiry in _memory.get(pool, {}).values() if expiry > now)
-    return int(await redis_client().zcount(pool, now, "+inf"))
+    return await backends.session_leases().count(pool)
 
 
 async def holders(*, pool: str) -> set[str]:
     """The session ids whose lease in ``pool`` has not lapsed."""
-    now = time.time()
-    if not settings.REDIS_URL:
-        return {sid for sid, expiry in _memory.get(pool, {}).items() if expiry > now}
-    members = await redis_client().zrangebyscore(pool, now, "+inf")
-    return {member.decode() if isinstance(member, bytes) else member for member in members}
+    return await backends.session_leases().holders(pool)
 
 
 def holders_sync(*, pool: str) -> set[str]:
-    """``holders`` for synchronous code (views, commands): a short-lived client of its own."""
-    now = time.time()
-    if not settings.REDIS_URL:
-        return {sid for sid, expiry in _memory.get(pool, {}).items() if expiry > now}
-    import redis
-
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    try:
-        members = client.zrangebyscore(pool, now, "+inf")
-    finally:
-        client.close()
-    return {member.decode() if isinstance(member, bytes) else member for member in members}
+    """``holders`` for synchronous code (views, commands)."""
+    return backends.session_leases().holders_sync(pool)

@@ -367,15 +367,23 @@ def decode(text: str) -> ClientMessage:
         raise ProtocolError(ErrorCode.INVALID, describe_errors(exc)) from None
 
 
-def describe_errors(exc: ValidationError) -> str:
-    """``tools[2].name: String should match …; mode: …`` for the first few errors."""
-    parts = []
-    for error in exc.errors(include_url=False, include_input=False)[:_ERRORS_SHOWN]:
+def error_locations(exc: ValidationError) -> list[tuple[tuple[Any, ...], str]]:
+    """Each error's location (``("tools", 2, "name")``) and message, every one."""
+    found = []
+    for error in exc.errors(include_url=False, include_input=False):
         loc = tuple(error["loc"])
         if error["type"] == "duplicate_tool_name":
             loc = (*loc, error["ctx"]["index"], "name")
-        path = _format_loc(loc)
-        parts.append(f"{path}: {error['msg']}" if path else error["msg"])
+        found.append((loc, error["msg"]))
+    return found
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """``tools[2].name: String should match …; mode: …`` for the first few errors."""
+    parts = []
+    for loc, message in error_locations(exc)[:_ERRORS_SHOWN]:
+        path = format_loc(loc)
+        parts.append(f"{path}: {message}" if path else message)
     remaining = exc.error_count() - _ERRORS_SHOWN
     if remaining > 0:
         parts.append(f"and {remaining} more")
@@ -385,7 +393,7 @@ def describe_errors(exc: ValidationError) -> str:
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _format_loc(loc: tuple[Any, ...]) -> str:
+def format_loc(loc: tuple[Any, ...]) -> str:
     path = ""
     for part in loc:
         if isinstance(part, int):

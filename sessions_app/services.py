@@ -25,6 +25,7 @@ from secrets_app.provider_credentials import (
     provider_names,
 )
 from sessions_app import protocol, workspace_providers
+from sessions_app.agent_tools import agent_tools_check
 from sessions_app.models import (
     Agent,
     Session,
@@ -36,8 +37,7 @@ from sessions_app.models import (
 from sessions_app.providers import registry
 from sessions_app.providers.base import TTS
 from tools_app.egress import SecretBinding
-from tools_app.schema import SchemaError, to_json_schema
-from tools_app.services import handler_check, scrub, secret_bindings
+from tools_app.services import scrub, secret_bindings
 
 TOOL_TEXT_MAX_BYTES = 4096  # per stored argument/result/error text
 _TRUNCATED = " … [truncated]"
@@ -54,29 +54,6 @@ def handler_sha256(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def _declared_tools(tools: list[Any]) -> list[protocol.ToolDeclaration]:
-    """The same rules as a browser's configure, so a saved agent always loads."""
-    try:
-        message = protocol.ConfigureMessage.model_validate(
-            {"type": "configure", "tools": tools}, by_alias=True, by_name=False
-        )
-    except PydanticError as exc:
-        raise ValidationError(protocol.describe_errors(exc)) from None
-    declared = list(message.tools or [])
-    for index, tool in enumerate(declared):
-        try:
-            to_json_schema(tool.parameters)
-        except SchemaError as exc:
-            raise ValidationError(f"tools[{index}].{exc}") from None
-        # Refused here, not at the first call: a broken handler would only surface as
-        # a failed tool call in the middle of a conversation. Parsed in a sandbox
-        # worker, never run; about 3 ms per handler.
-        syntax_error = None if tool.handler is None else handler_check(tool.handler)
-        if syntax_error is not None:
-            raise ValidationError(f"tools[{index}].handler: {syntax_error}")
-    return declared
-
-
 def agent_tools_clean(
     tools: list[Any],
     *,
@@ -90,15 +67,13 @@ def agent_tools_clean(
     right. A handler it leaves as it was in ``saved`` keeps the right it had, so saving an
     agent never hands secret values to code somebody else wrote.
     """
-    if any("\x00" in text for text in protocol.strings_in(tools)):  # jsonb cannot hold NUL
-        raise ValidationError("tools: text must not contain NUL characters")
     kept = {
         t["handler_sha256"]: t.get("reads_secrets") is True
         for t in saved or []
         if t.get("handler_sha256")
     }
     pinned = []
-    for declared in _declared_tools(tools):
+    for declared in agent_tools_check(tools):
         tool = declared.model_dump(by_alias=True, exclude_none=True)
         if declared.handler is not None:
             digest = handler_sha256(declared.handler)
@@ -117,6 +92,21 @@ def agent_vocabulary_clean(vocabulary: Any) -> list[str]:
     except PydanticError as exc:
         raise ValidationError({"vocabulary": [protocol.describe_errors(exc)]}) from None
     return [term.strip() for term in message.vocabulary or []]
+
+
+def _check_speech_providers(agent: Agent) -> None:
+    """Providers by name: one this platform has, never a scripted fake outside the tests."""
+    for field, kind in (("stt_provider", "stt"), ("tts_provider", "tts")):
+        name = getattr(agent, field)
+        if not name:
+            continue
+        try:
+            registry.choosable(kind, name)
+        except registry.UnknownProvider:
+            known = ", ".join(registry.names(kind, choosable=True))
+            raise ValidationError(
+                {field: [f"no {kind} provider named {name[:40]!r}; choose one of {known}"]}
+            ) from None
 
 
 def _check_voice(agent: Agent) -> None:
@@ -224,6 +214,7 @@ def _check_tts_fallbacks(agent: Agent) -> None:
 
 def _save(agent: Agent) -> Agent:
     agent.vocabulary = agent_vocabulary_clean(agent.vocabulary)
+    _check_speech_providers(agent)
     _check_voice(agent)
     _check_llm_provider(agent)
     _check_llm_fallbacks(agent)

@@ -201,14 +201,15 @@ def _stt(name: str, providers: WorkspaceProviders, vocabulary: list[str]) -> Res
 
 
 def _speech(kind: registry.Kind, name: str, providers: WorkspaceProviders, **hints: Any) -> Any:
-    options = workspace_providers.speech_options(kind, name, providers)
     try:
-        return registry.create(kind, name, **options, **hints)
+        registry.choosable(kind, name)
+        options = workspace_providers.speech_options(kind, name, providers)
     except registry.UnknownProvider:
-        known = ", ".join(registry.names(kind))
+        known = ", ".join(registry.names(kind, choosable=True))
         raise ConfigureRefused(
             ErrorCode.INVALID, f"this agent names {kind} provider {name!r}; known: {known}"
         ) from None
+    return registry.create(kind, name, **options, **hints)
 
 
 def _agent_or(agent: Agent | None, field: str, default: int) -> int:

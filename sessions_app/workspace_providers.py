@@ -9,7 +9,6 @@ neither, the LLM is the offline stand-in, and the session says how to connect on
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -93,43 +92,11 @@ def no_llm_notice(workspace_id: int) -> str:
 
 
 def speech_options(kind: registry.Kind, name: str, providers: WorkspaceProviders) -> dict[str, Any]:
-    """A speech provider's constructor options: the platform's settings, with the
-    workspace's own key (and Orpheus URL) in place of the platform's where it set one."""
-    s = settings
-    defaults: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {
-        ("stt", "local"): lambda: {
-            "end_silence_ms": s.LOCAL_STT_END_SILENCE_MS,
-            "turn_model": s.LOCAL_STT_TURN_MODEL,
-        },
-        ("stt", "assemblyai"): lambda: {
-            "api_key": s.ASSEMBLYAI_API_KEY or "",
-            "base_url": s.ASSEMBLYAI_BASE_URL,
-            "speech_model": s.ASSEMBLYAI_SPEECH_MODEL,
-            "timeout_s": s.STT_TIMEOUT_S,
-        },
-        ("tts", "orpheus"): lambda: {
-            "url": s.ORPHEUS_URL or "",
-            "api_key": s.ORPHEUS_API_KEY or "",
-            "timeout_s": s.TTS_TIMEOUT_S,
-        },
-        ("tts", "elevenlabs"): lambda: {
-            "api_key": s.ELEVENLABS_API_KEY or "",
-            "base_url": s.ELEVENLABS_BASE_URL,
-            "model_id": s.ELEVENLABS_MODEL,
-            "timeout_s": s.TTS_TIMEOUT_S,
-        },
-        ("tts", "openai"): lambda: {
-            "api_key": s.OPENAI_API_KEY or "",
-            "base_url": s.OPENAI_TTS_BASE_URL,
-            "model": s.OPENAI_TTS_MODEL,
-            "timeout_s": s.TTS_TIMEOUT_S,
-        },
-    }
-    make = defaults.get((kind, name))
-    options = make() if make is not None else {}
+    """A speech provider's constructor options: the platform's settings (its module says
+    which), with the workspace's own key (and Orpheus URL) in place of the platform's."""
+    spec = registry.provider(kind, name)
+    options = spec.options()
     account = providers.speech.get(name)
-    if account is not None and (kind, name) in defaults:
-        options["api_key"] = account.api_key or ""
-        if name == "orpheus":
-            options["url"] = account.url
+    if account is not None and spec.own_account is not None:
+        options.update(spec.own_account(account))
     return options

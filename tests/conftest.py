@@ -61,7 +61,9 @@ def _mail_on_a_thread(settings: Any) -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _scripted_speech(settings: Any) -> None:
-    """Sessions use the scripted fake STT/TTS unless a test picks a real engine."""
+    """Sessions use the scripted fake STT/TTS unless a test picks a real engine; only the
+    tests allow the fakes (a test of the refusal turns ALLOW_FAKE_PROVIDERS off again)."""
+    settings.ALLOW_FAKE_PROVIDERS = True
     settings.STT_PROVIDER = "fake"
     settings.TTS_PROVIDER = "fake"
 

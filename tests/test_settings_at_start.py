@@ -38,6 +38,10 @@ def _start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
         ({"SANDBOX_EGRESS_PORTS": "80,https"}, "SANDBOX_EGRESS_PORTS"),
         ({"STT_PROVIDER": "whisperer"}, "STT_PROVIDER"),
         ({"TTS_PROVIDER": "orpheuss"}, "TTS_PROVIDER"),
+        ({"TOOL_RUNNER": "sandbx"}, "TOOL_RUNNER"),
+        ({"STT_PROVIDER": "fake"}, "ALLOW_FAKE_PROVIDERS"),  # the scripted fakes: tests only
+        ({"LOCAL_STT_END_SILENCE_MS": "5"}, "LOCAL_STT_END_SILENCE_MS"),
+        ({"ORPHEUS_API_KEY_FILE": "/nonexistent/key"}, "ORPHEUS_API_KEY_FILE"),
         ({"BARGE_IN_MIN_WORDS": "-1"}, "BARGE_IN_MIN_WORDS"),
         (
             {

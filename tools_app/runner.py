@@ -19,7 +19,9 @@ from django.conf import settings
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from platform_site import backends
 from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
+from sessions_app.providers.spec import ProviderSpec
 from tools_app import fairness, tasks
 from tools_app.services import ToolRun, tool_execute
 
@@ -48,7 +50,7 @@ class SandboxToolRunner(ToolRunner):
         )
         # The console log goes back with the outcome; the session's record stores it
         # after the turn has the result, off the event loop.
-        if settings.CELERY_TASK_ALWAYS_EAGER:
+        if backends.tasks_inline():
             return _outcome(asdict(await tool_execute(run)))
         return await self._queued(invocation, run)
 
@@ -112,3 +114,6 @@ def _outcome(message: dict[str, Any]) -> ToolOutcome:
         cpu_ms=float(cpu_ms) if isinstance(cpu_ms, int | float) else 0.0,
         masked_arguments=masked_arguments if isinstance(masked_arguments, str) else None,
     )
+
+
+PROVIDER = ProviderSpec(kind="tools", name="sandbox", label="Sandbox", adapter=SandboxToolRunner)

@@ -34,7 +34,12 @@ _PROPERTY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 class SchemaError(ValueError):
-    """A tool's parameter declaration is unusable; the message names the bad path."""
+    """A tool's parameter declaration is unusable; the message is ``<path>: <reason>``,
+    the path from ``parameters`` down (``parameters.unit.enum``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.path, _, self.reason = message.partition(": ")
 
 
 class ArgumentsInvalid(ValueError):

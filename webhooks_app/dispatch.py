@@ -1,5 +1,4 @@
-"""Where delivery attempts run: one switch (``CELERY_TASK_ALWAYS_EAGER``, set when
-``REDIS_URL`` is not) chooses.
+"""Where delivery attempts run: the one switch (``platform_site.backends``) chooses.
 
 - Production: a Celery task per attempt (``webhooks.deliver``), delayed with
   ``countdown``, so retries survive a restart of the web processes.
@@ -18,15 +17,16 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from django.conf import settings
 from django.db import connection
+
+from platform_site import backends
 
 logger = logging.getLogger(__name__)
 
 
 def schedule(delivery_id: int, attempt: int, delay_s: float) -> None:
     """Run attempt ``attempt`` of a delivery in ``delay_s`` seconds."""
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if backends.tasks_inline():
         _embedded().schedule(delivery_id, attempt, delay_s)
         return
     from webhooks_app.tasks import deliver

@@ -1,14 +1,13 @@
 """The agent editor: the agent's fields, one formset block per tool, and the two together.
 
-The forms check what they can show on a field (a handler's syntax with the sandbox's own
-parser, parameters JSON and schema); the service has the last word, and its errors are
-put back on the field they name.
+The forms check what only they know (parameters typed as JSON text, where a tool runs);
+the rules of an agent's tools are the service's (``sessions_app.agent_tools``: schema,
+handler syntax), and each of its ``ToolError``s lands on the tool field it names.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from django import forms
@@ -20,23 +19,16 @@ from frontend.dashboard.agent_templates import AgentTemplate
 from secrets_app.provider_credentials import ProviderNames
 from secrets_app.validators import AGENT_SLUG
 from sessions_app import protocol
+from sessions_app.agent_tools import AgentToolsInvalid, ToolError
 from sessions_app.models import Agent
 from sessions_app.orchestrator import DEFAULT_EMPTY_REPLY
 from sessions_app.providers import registry
+from sessions_app.providers.spec import ProviderSpec
 from sessions_app.services import AGENT_FIELDS
-from tools_app.schema import SchemaError, to_json_schema
-from tools_app.services import handler_check
 
 # The editor's own pages live at agents/new/ and agents/templates/.
 RESERVED_SLUGS = frozenset({"new", "templates"})
 SERVER, BROWSER = "server", "browser"
-PROVIDER_LABELS = {
-    "assemblyai": "AssemblyAI",
-    "elevenlabs": "ElevenLabs",
-    "local": "Local (offline)",
-    "openai": "OpenAI",
-    "orpheus": "Orpheus",
-}
 # How the service names a tool's fields in its messages (the wire's names).
 _SERVICE_FIELDS = {
     "name": "name",
@@ -46,7 +38,6 @@ _SERVICE_FIELDS = {
     "client": "runs_on",
     "timeoutMs": "timeout_ms",
 }
-_TOOL_ERROR = re.compile(r"tools\[(\d+)\](?:\.(\w+))?(.*)", re.DOTALL)
 
 CODE_ATTRS = {
     "class": "code",
@@ -74,14 +65,16 @@ def slug_from_name(name: str) -> str:
 def _provider_choices(
     kind: registry.Kind, current: str, own_keys: frozenset[str]
 ) -> list[tuple[str, str]]:
-    # The scripted "fake" engines are for tests; keep one listed only if already chosen.
-    names = [name for name in registry.names(kind) if name != "fake" or name == current]
+    # A name no longer offered (a scripted fake) stays listed while chosen; saving it is
+    # refused on the field (the service says why).
+    specs = registry.specs(kind, choosable=True)
+    if current and current not in {spec.name for spec in specs} and current in registry.names(kind):
+        specs.append(registry.provider(kind, current))
 
-    def label(name: str) -> str:
-        shown = PROVIDER_LABELS.get(name, name)
-        return f"{shown} (this workspace's key)" if name in own_keys else shown
+    def label(spec: ProviderSpec) -> str:
+        return f"{spec.label} (this workspace's key)" if spec.name in own_keys else spec.label
 
-    return [("", "Platform default"), *((name, label(name)) for name in names)]
+    return [("", "Platform default"), *((spec.name, label(spec)) for spec in specs)]
 
 
 class LLMFallbacksField(forms.CharField):
@@ -342,16 +335,11 @@ class ToolForm(forms.Form):
         if not text:
             return None
         try:
-            parameters = json.loads(text)
+            return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
             ) from None
-        try:
-            to_json_schema(parameters)
-        except SchemaError as exc:
-            raise ValidationError(_sentence(str(exc))) from None
-        return parameters
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -363,10 +351,6 @@ class ToolForm(forms.Form):
                 self.add_error("handler", "A browser tool has no handler here: clear it.")
         elif not handler.strip():
             self.add_error("handler", "Write the handler, or choose Browser if your page runs it.")
-        elif len(handler.encode()) > protocol.TOOL_HANDLER_MAX:
-            self.add_error("handler", f"At most {protocol.TOOL_HANDLER_MAX} bytes.")
-        elif (syntax_error := handler_check(handler)) is not None:
-            self.add_error("handler", syntax_error)
         return cleaned
 
     def tool(self) -> dict[str, Any]:
@@ -465,23 +449,22 @@ class AgentEditor:
         return [form.tool() for form in self.tools.kept_forms()]
 
     def add_service_error(self, error: ValidationError) -> None:
-        """Put a service's refusal on the field it names (``slug``, ``tools[1].handler``…)."""
-        if hasattr(error, "error_dict"):
+        """Put a service's refusal on the field it names (``slug``, a tool's ``handler``…)."""
+        if isinstance(error, AgentToolsInvalid):
+            for tool_error in error.tool_errors:
+                self._add_tool_error(tool_error)
+        elif hasattr(error, "error_dict"):
             for field, errors in error.error_dict.items():
                 messages = [_sentence(message) for e in errors for message in e.messages]
                 self.form.add_error(field if field in self.form.fields else None, messages)
-            return
-        for message in error.messages:
-            for part in re.split(r"; (?=tools\[\d+\])", message):
-                self._add_tool_error(part)
+        else:
+            self.form.add_error(None, [_sentence(message) for message in error.messages])
 
-    def _add_tool_error(self, message: str) -> None:
-        found = _TOOL_ERROR.match(message)
+    def _add_tool_error(self, error: ToolError) -> None:
         tool_forms = self.tools.kept_forms()
-        if found is None or int(found[1]) >= len(tool_forms):
-            self.form.add_error(None, _sentence(message))
+        if error.index is None or error.index >= len(tool_forms):
+            self.form.add_error(None, _sentence(f"{error.path}: {error.message}"))
             return
-        form = tool_forms[int(found[1])]
-        field = _SERVICE_FIELDS.get(found[2] or "")
-        detail = found[3].lstrip(".: ") if field else (found[2] or "") + found[3]
-        form.add_error(field, _sentence(detail.lstrip(".: ") or "is not valid"))
+        field = _SERVICE_FIELDS.get(error.field or "")
+        shown = error.inside_field if field else f"{error.path}: {error.message}"
+        tool_forms[error.index].add_error(field, _sentence(shown))

@@ -23,15 +23,16 @@ from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace
 from secrets_app import provider_credentials as credentials
 from secrets_app.models import ProviderCredential
 from sessions_app.provider_check import provider_check
+from sessions_app.providers import registry
 
 SECTION = "dashboard:providers"
 Kind = ProviderCredential.Kind
-# Where the platform's own (environment) account for each speech provider is set.
-PLATFORM_KEYS = {
-    Kind.ASSEMBLYAI: "ASSEMBLYAI_API_KEY",
-    Kind.ELEVENLABS: "ELEVENLABS_API_KEY",
-    Kind.OPENAI: "OPENAI_API_KEY",
-    Kind.ORPHEUS: "ORPHEUS_API_KEY",
+# Which kind of speech provider each workspace account is for.
+SPEECH_KINDS: dict[str, registry.Kind] = {
+    Kind.ASSEMBLYAI: "stt",
+    Kind.ELEVENLABS: "tts",
+    Kind.OPENAI: "tts",
+    Kind.ORPHEUS: "tts",
 }
 
 
@@ -107,7 +108,7 @@ def _speech_rows(rows: list[ProviderCredential]) -> list[dict[str, Any]]:
             "kind": kind,
             "label": kind.label,
             "credential": mine.get(kind),
-            "platform": bool(getattr(settings, PLATFORM_KEYS[kind], None)),
+            "platform": registry.provider(SPEECH_KINDS[kind], kind).platform_account(),
         }
         for kind in (Kind.ASSEMBLYAI, Kind.ELEVENLABS, Kind.OPENAI, Kind.ORPHEUS)
     ]

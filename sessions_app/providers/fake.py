@@ -40,6 +40,7 @@ from sessions_app.providers.base import (
     ToolRunner,
     ToolSpec,
 )
+from sessions_app.providers.spec import ProviderSpec
 
 # ---------------------------------------------------------------- audio helpers
 
@@ -385,3 +386,18 @@ class FakeToolRunner(ToolRunner):
             self.running -= 1
         self.finished.append(invocation.call_id)
         return ToolOutcome(status="completed", result=json.dumps(result))
+
+
+# Scripted engines for the tests: refused unless ALLOW_FAKE_PROVIDERS is on.
+FAKE_STT = ProviderSpec(
+    kind="stt", name="fake", label="Scripted (tests)", adapter=FakeSTT, test_only=True
+)
+FAKE_LLM = ProviderSpec(
+    kind="llm", name="fake", label="Scripted (tests)", adapter=FakeLLM, test_only=True
+)
+FAKE_TTS = ProviderSpec(
+    kind="tts", name="fake", label="Scripted (tests)", adapter=FakeTTS, test_only=True
+)
+FAKE_TOOLS = ProviderSpec(
+    kind="tools", name="fake", label="Scripted (tests)", adapter=FakeToolRunner, test_only=True
+)

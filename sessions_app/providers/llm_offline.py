@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from sessions_app.providers.base import LLM, Capabilities, LLMDone, LLMEvent, TextDelta, ToolSpec
+from sessions_app.providers.spec import ProviderSpec
 
 NO_MODEL = "No language model is configured on this platform"
 _WORDS_PER_DELTA = 4
@@ -66,3 +67,6 @@ def _pieces(reply: str) -> list[str]:
         "".join(words[start : start + _WORDS_PER_DELTA])
         for start in range(0, len(words), _WORDS_PER_DELTA)
     ]
+
+
+PROVIDER = ProviderSpec(kind="llm", name="offline", label="Offline stand-in", adapter=OfflineLLM)

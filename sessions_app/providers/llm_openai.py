@@ -33,6 +33,7 @@ from sessions_app.providers.base import (
     ToolCallsRequested,
     ToolSpec,
 )
+from sessions_app.providers.spec import ProviderSpec
 
 logger = logging.getLogger(__name__)
 
@@ -483,3 +484,10 @@ def _transport_error(exc: Exception) -> ProviderError:
         message = "the LLM response could not be read"
     logger.warning("LLM request failed: %s (%s)", message, type(exc).__name__)
     return ProviderError(message, code=ERROR_CODE, retryable=retryable, reason=reason)
+
+
+# Its address, key and model come from a workspace's LLM connection, or from the platform's
+# LLM_* settings (``sessions_app.workspace_providers``).
+PROVIDER = ProviderSpec(
+    kind="llm", name="openai", label="OpenAI-compatible", adapter=OpenAICompatibleLLM
+)

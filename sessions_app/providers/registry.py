@@ -1,34 +1,40 @@
-"""Providers by kind and name, imported lazily from dotted paths."""
+"""Providers by kind and name: each name maps to the ``ProviderSpec`` its own module
+declares (a dotted path, imported lazily). Adding a provider is its module and one line
+here; its label, settings, defaults and capabilities live in the module."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Literal
+from typing import Any
 
-Kind = Literal["stt", "llm", "tts", "tools"]
+from django.conf import settings
+
+from sessions_app.providers.spec import Kind, ProviderSpec, adapter_spec
+
+__all__ = ["Kind", "UnknownProvider", "choosable", "create", "names", "provider", "specs"]
 
 _REGISTRY: dict[Kind, dict[str, str]] = {
     "stt": {
-        "fake": "sessions_app.providers.fake.FakeSTT",
-        "local": "sessions_app.providers.stt_local.LocalSTT",
-        "assemblyai": "sessions_app.providers.stt_assemblyai.AssemblyAISTT",
+        "fake": "sessions_app.providers.fake.FAKE_STT",
+        "local": "sessions_app.providers.stt_local.PROVIDER",
+        "assemblyai": "sessions_app.providers.stt_assemblyai.PROVIDER",
     },
     "llm": {
-        "fake": "sessions_app.providers.fake.FakeLLM",
-        "openai": "sessions_app.providers.llm_openai.OpenAICompatibleLLM",
-        "offline": "sessions_app.providers.llm_offline.OfflineLLM",
+        "fake": "sessions_app.providers.fake.FAKE_LLM",
+        "openai": "sessions_app.providers.llm_openai.PROVIDER",
+        "offline": "sessions_app.providers.llm_offline.PROVIDER",
     },
     "tts": {
-        "fake": "sessions_app.providers.fake.FakeTTS",
-        "local": "sessions_app.providers.tts_local.LocalTTS",
-        "orpheus": "sessions_app.providers.tts_orpheus.OrpheusTTS",
-        "elevenlabs": "sessions_app.providers.tts_elevenlabs.ElevenLabsTTS",
-        "openai": "sessions_app.providers.tts_openai.OpenAITTS",
+        "fake": "sessions_app.providers.fake.FAKE_TTS",
+        "local": "sessions_app.providers.tts_local.PROVIDER",
+        "orpheus": "sessions_app.providers.tts_orpheus.PROVIDER",
+        "elevenlabs": "sessions_app.providers.tts_elevenlabs.PROVIDER",
+        "openai": "sessions_app.providers.tts_openai.PROVIDER",
     },
     "tools": {
-        "fake": "sessions_app.providers.fake.FakeToolRunner",
-        "sandbox": "tools_app.runner.SandboxToolRunner",
-        "unavailable": "sessions_app.providers.tools_unavailable.UnavailableToolRunner",
+        "fake": "sessions_app.providers.fake.FAKE_TOOLS",
+        "sandbox": "tools_app.runner.PROVIDER",
+        "unavailable": "sessions_app.providers.tools_unavailable.PROVIDER",
     },
 }
 
@@ -38,20 +44,45 @@ class UnknownProvider(LookupError):
 
 
 def register(kind: Kind, name: str, dotted_path: str) -> None:
+    """``dotted_path``: a ``ProviderSpec``, or a bare adapter class (tests)."""
     _REGISTRY[kind][name] = dotted_path
 
 
-def names(kind: Kind) -> list[str]:
-    return sorted(_REGISTRY[kind])
+def names(kind: Kind, *, choosable: bool = False) -> list[str]:
+    """Every name of ``kind``; ``choosable``: only those this platform lets settings and
+    agents choose (the scripted fakes only where ``ALLOW_FAKE_PROVIDERS`` is on)."""
+    every = sorted(_REGISTRY[kind])
+    if not choosable or settings.ALLOW_FAKE_PROVIDERS:
+        return every
+    return [name for name in every if not provider(kind, name).test_only]
 
 
-def provider_class(kind: Kind, name: str) -> type:
+def specs(kind: Kind, *, choosable: bool = False) -> list[ProviderSpec]:
+    return [provider(kind, name) for name in names(kind, choosable=choosable)]
+
+
+def provider(kind: Kind, name: str) -> ProviderSpec:
     try:
         dotted = _REGISTRY[kind][name]
     except KeyError:
         raise UnknownProvider(f"no {kind} provider named {name!r}") from None
     module_name, _, attr = dotted.rpartition(".")
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    found = getattr(importlib.import_module(module_name), attr)
+    return found if isinstance(found, ProviderSpec) else adapter_spec(kind, name, found)
+
+
+def choosable(kind: Kind, name: str) -> ProviderSpec:
+    """``provider``, refusing a scripted fake unless ``ALLOW_FAKE_PROVIDERS`` is on."""
+    spec = provider(kind, name)
+    if spec.test_only and not settings.ALLOW_FAKE_PROVIDERS:
+        raise UnknownProvider(
+            f"{kind} provider {name!r} is for tests only (ALLOW_FAKE_PROVIDERS is off)"
+        )
+    return spec
+
+
+def provider_class(kind: Kind, name: str) -> type:
+    return provider(kind, name).adapter
 
 
 def create(kind: Kind, name: str, **options: Any) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import httpx
+from django.conf import settings
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.frames import Close
@@ -41,6 +42,7 @@ from sessions_app.providers.base import (
     STTEvent,
     STTStream,
 )
+from sessions_app.providers.spec import ProviderSpec, Setting, secret_setting
 
 logger = logging.getLogger(__name__)
 # websockets logs whole frames and the handshake URL (which holds the token) at DEBUG;
@@ -569,3 +571,28 @@ def _detail(text: str, secrets: Sequence[str]) -> str:
     if text == "See Error message for details":
         return ""
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+
+
+API_KEY = secret_setting("ASSEMBLYAI_API_KEY")
+BASE_URL = Setting("ASSEMBLYAI_BASE_URL", DEFAULT_BASE_URL)
+SPEECH_MODEL = Setting("ASSEMBLYAI_SPEECH_MODEL", DEFAULT_SPEECH_MODEL)
+
+
+def _options() -> dict[str, Any]:
+    return {
+        "api_key": API_KEY.value() or "",
+        "base_url": BASE_URL.value(),
+        "speech_model": SPEECH_MODEL.value(),
+        "timeout_s": settings.STT_TIMEOUT_S,
+    }
+
+
+PROVIDER = ProviderSpec(
+    kind="stt",
+    name="assemblyai",
+    label="AssemblyAI",
+    adapter=AssemblyAISTT,
+    settings=(API_KEY, BASE_URL, SPEECH_MODEL),
+    options=_options,
+    own_account=lambda account: {"api_key": account.api_key or ""},
+)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from platform_site.env import env_bool, env_int
 from sessions_app.protocol import ErrorCode
 from sessions_app.providers import stt_local_turn, stt_local_vad
 from sessions_app.providers.audio import OfflineModel, pcm16_to_float
@@ -52,6 +53,7 @@ from sessions_app.providers.base import (
     STTEvent,
     STTStream,
 )
+from sessions_app.providers.spec import ProviderSpec, Setting
 
 logger = logging.getLogger(__name__)
 
@@ -475,3 +477,18 @@ class LocalSTT(STT):
                 "the offline recogniser needs onnxruntime (pip install faster-whisper)",
                 code=ERROR_CODE,
             ) from None
+
+
+TURN_MODEL = Setting("LOCAL_STT_TURN_MODEL", True, env_bool)
+END_SILENCE_MS = Setting(
+    "LOCAL_STT_END_SILENCE_MS", 600, lambda name, default: env_int(name, default, minimum=150)
+)
+
+PROVIDER = ProviderSpec(
+    kind="stt",
+    name="local",
+    label="Local (offline)",
+    adapter=LocalSTT,
+    settings=(TURN_MODEL, END_SILENCE_MS),
+    options=lambda: {"end_silence_ms": END_SILENCE_MS.value(), "turn_model": TURN_MODEL.value()},
+)

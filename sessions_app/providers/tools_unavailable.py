@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
+from sessions_app.providers.spec import ProviderSpec
 
 
 class UnavailableToolRunner(ToolRunner):
@@ -14,3 +15,8 @@ class UnavailableToolRunner(ToolRunner):
             status="failed",
             error="server tools cannot run: no sandbox is configured on this platform",
         )
+
+
+PROVIDER = ProviderSpec(
+    kind="tools", name="unavailable", label="Unavailable", adapter=UnavailableToolRunner
+)

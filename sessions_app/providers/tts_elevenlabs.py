@@ -19,7 +19,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from django.conf import settings
+
 from sessions_app.providers.base import TTS, ProviderError
+from sessions_app.providers.spec import ProviderSpec, Setting, secret_setting
 from sessions_app.providers.tts_common import (
     ERROR_CODE,
     Pcm16Aligner,
@@ -131,3 +134,28 @@ def _audio_of(message: dict[str, Any]) -> bytes:
         return base64.b64decode(audio, validate=True)
     except (binascii.Error, TypeError, ValueError):
         raise ELEVENLABS.garbage_error("audio that is not valid base64") from None
+
+
+API_KEY = secret_setting("ELEVENLABS_API_KEY")
+BASE_URL = Setting("ELEVENLABS_BASE_URL", "wss://api.elevenlabs.io")
+MODEL = Setting("ELEVENLABS_MODEL", "eleven_flash_v2_5")
+
+
+def _options() -> dict[str, Any]:
+    return {
+        "api_key": API_KEY.value() or "",
+        "base_url": BASE_URL.value(),
+        "model_id": MODEL.value(),
+        "timeout_s": settings.TTS_TIMEOUT_S,
+    }
+
+
+PROVIDER = ProviderSpec(
+    kind="tts",
+    name="elevenlabs",
+    label="ElevenLabs",
+    adapter=ElevenLabsTTS,
+    settings=(API_KEY, BASE_URL, MODEL),
+    options=_options,
+    own_account=lambda account: {"api_key": account.api_key or ""},
+)

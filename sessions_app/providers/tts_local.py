@@ -21,6 +21,7 @@ from typing import Any
 from sessions_app.protocol import ErrorCode
 from sessions_app.providers.audio import OfflineModel, float_to_pcm16, resample
 from sessions_app.providers.base import TTS, Capabilities, ProviderError
+from sessions_app.providers.spec import ProviderSpec
 
 logger = logging.getLogger(__name__)
 
@@ -100,3 +101,6 @@ class LocalTTS(TTS):
                 yield item
         finally:
             stop.set()  # an interrupted sentence stops after its current chunk
+
+
+PROVIDER = ProviderSpec(kind="tts", name="local", label="Local (offline)", adapter=LocalTTS)

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
+from django.conf import settings
 
 from sessions_app.providers import http_pool
 from sessions_app.providers.base import TTS, ProviderError
+from sessions_app.providers.spec import ProviderSpec, Setting, secret_setting
 from sessions_app.providers.tts_common import (
     Pcm16Aligner,
     Vendor,
@@ -96,3 +99,28 @@ def _error_detail(body: bytes, *, secrets: tuple[str, ...]) -> str:
     error = payload.get("error") if isinstance(payload, dict) else None
     message = error.get("message") if isinstance(error, dict) else error
     return OPENAI.quote(message, secrets=secrets)
+
+
+API_KEY = secret_setting("OPENAI_API_KEY")
+BASE_URL = Setting("OPENAI_TTS_BASE_URL", "https://api.openai.com/v1")
+MODEL = Setting("OPENAI_TTS_MODEL", "gpt-4o-mini-tts")
+
+
+def _options() -> dict[str, Any]:
+    return {
+        "api_key": API_KEY.value() or "",
+        "base_url": BASE_URL.value(),
+        "model": MODEL.value(),
+        "timeout_s": settings.TTS_TIMEOUT_S,
+    }
+
+
+PROVIDER = ProviderSpec(
+    kind="tts",
+    name="openai",
+    label="OpenAI",
+    adapter=OpenAITTS,
+    settings=(API_KEY, BASE_URL, MODEL),
+    options=_options,
+    own_account=lambda account: {"api_key": account.api_key or ""},
+)

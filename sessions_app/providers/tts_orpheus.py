@@ -15,7 +15,10 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from django.conf import settings
+
 from sessions_app.providers.base import TTS, Capabilities, ProviderError
+from sessions_app.providers.spec import ProviderSpec, Setting, secret_setting
 from sessions_app.providers.tts_common import (
     ERROR_CODE,
     Pcm16Aligner,
@@ -98,3 +101,26 @@ def voice_name(voice: str) -> str:
             code=ERROR_CODE,
         )
     return name
+
+
+URL = Setting("ORPHEUS_URL")
+API_KEY = secret_setting("ORPHEUS_API_KEY")
+
+
+def _options() -> dict[str, Any]:
+    return {
+        "url": URL.value() or "",
+        "api_key": API_KEY.value() or "",
+        "timeout_s": settings.TTS_TIMEOUT_S,
+    }
+
+
+PROVIDER = ProviderSpec(
+    kind="tts",
+    name="orpheus",
+    label="Orpheus",
+    adapter=OrpheusTTS,
+    settings=(URL, API_KEY),
+    options=_options,
+    own_account=lambda account: {"api_key": account.api_key or "", "url": account.url},
+)

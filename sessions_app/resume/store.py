@@ -31,8 +31,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
+from platform_site import backends
 from secrets_app.crypto import token_digest
 from sessions_app import live
 
@@ -358,25 +357,21 @@ class MemoryResumeStore(ResumeStore):
         self._entries.clear()
 
 
-_memory_store = MemoryResumeStore()
-_redis_store = RedisResumeStore()
+MEMORY_STORE = MemoryResumeStore()
+REDIS_STORE = RedisResumeStore()
+_memory_store = MEMORY_STORE  # the tests clear it
 
 
 def resume_store() -> ResumeStore:
-    """Redis when ``REDIS_URL`` is set (any web process may resume), else this process's memory."""
-    return _redis_store if settings.REDIS_URL else _memory_store
+    """Redis in production (any web process may resume), else this process's memory."""
+    return backends.resume_store()
 
 
 def resume_state_delete_sync(session_id: str) -> None:
     """Forget a session's resume state from synchronous code (a view ending the session),
     so no process can take it over afterwards."""
-    if not settings.REDIS_URL:
-        _memory_store._entries.pop(session_id, None)
+    if not backends.production():
+        MEMORY_STORE._entries.pop(session_id, None)
         return
-    import redis
-
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    try:
+    with backends.redis_sync() as client:
         client.delete(*_keys(session_id))
-    finally:
-        client.close()

@@ -171,6 +171,7 @@ def prepare_platform(var_dir: Path, *, redis_url: str, llm_base_url: str) -> Pla
         REDIS_URL=redis_url,
         LLM_BASE_URL=llm_base_url,
         LLM_API_KEY="fault-test-llm-key",
+        ALLOW_FAKE_PROVIDERS="true",  # the scripted speech below
         STT_PROVIDER="fake",
         TTS_PROVIDER="fake",
         PYTHONUNBUFFERED="1",

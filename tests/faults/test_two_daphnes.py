@@ -161,6 +161,7 @@ def stack(tmp_path: Path, llm: FakeOpenAIServer) -> Iterator[Stack]:
         REDIS_URL=os.environ["REDIS_URL"],
         VAR_DIR=str(var),  # without PostgreSQL: one SQLite file for both processes
         DEBUG="true",
+        ALLOW_FAKE_PROVIDERS="true",  # the scripted speech below
         STT_PROVIDER="fake",
         TTS_PROVIDER="fake",
         LLM_BASE_URL=llm.base_url,

@@ -70,6 +70,23 @@ def test_speech_providers_are_checked_by_name(owner_api):
     assert "tts_provider" in wrong.json()["error"]["message"]
 
 
+def test_the_scripted_fake_providers_are_refused_outside_the_tests(owner_api, settings):
+    settings.ALLOW_FAKE_PROVIDERS = False  # as on every real platform
+    for field in ("stt_provider", "tts_provider"):
+        refused = owner_api.post(
+            "/api/v1/agents", {"name": "A", "slug": "a", field: "fake"}, format="json"
+        )
+        assert refused.status_code == 400, refused.content
+        error = refused.json()["error"]
+        assert error["code"] == "invalid" and list(error["fields"]) == [field]
+        assert error["message"].startswith(f"{field}: ") and "fake" in error["message"]
+    assert not Agent.objects.exists()
+    created = owner_api.post("/api/v1/agents", {"name": "A", "slug": "a"}, format="json")
+    assert created.status_code == 201
+    patched = owner_api.patch("/api/v1/agents/a", {"stt_provider": "fake"}, format="json")
+    assert patched.status_code == 400 and Agent.objects.get().stt_provider == ""
+
+
 def test_a_voice_the_agents_tts_lacks_is_refused(owner_api, settings):
     settings.TTS_PROVIDER = "local"
     refused = owner_api.post(
@@ -109,3 +126,20 @@ def test_vocabulary_and_empty_reply_are_saved_and_checked(owner_api):
         assert response.status_code == 400, vocabulary
         fields = response.json()["error"]["fields"]
         assert all(name.startswith("vocabulary") for name in fields), fields
+
+
+def test_every_refused_tool_field_is_named_in_the_error(owner_api):
+    tools = [
+        order_tool(parameters={"order_number": "strng"}),
+        order_tool(name="b", handler="async (args, ctx) => {"),
+    ]
+    response = owner_api.post(
+        "/api/v1/agents", {"name": "A", "slug": "a", "tools": tools}, format="json"
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert set(error["fields"]) == {"tools[0].parameters.order_number", "tools[1].handler"}
+    assert "unknown type 'strng'" in error["fields"]["tools[0].parameters.order_number"][0]
+    assert error["message"].startswith("tools[0].parameters.order_number: unknown type")
+    assert "; tools[1].handler: SyntaxError" in error["message"]
+    assert not Agent.objects.exists()

@@ -18,6 +18,7 @@ from django.test import Client
 from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES
 from sessions_app import selectors, services
+from sessions_app.agent_tools import AgentToolsInvalid, ToolError
 from sessions_app.models import Agent
 from tests.factories import Tenant, order_tool
 from tests.frontend.dashboard.conftest import page
@@ -235,7 +236,7 @@ def test_a_syntax_error_leaves_the_saved_agent_as_it_was(
     [
         ('{"order_number": "string",}', "Not valid JSON"),
         ('{"order_number": "strng"}', "unknown type 'strng'"),
-        ('["order_number"]', "expected an object"),
+        ('["order_number"]', "Input should be a valid dictionary"),  # the service's words
     ],
 )
 def test_bad_parameters_are_refused_on_the_parameters_field(
@@ -278,10 +279,17 @@ def test_a_refusal_by_the_service_lands_on_the_field_it_names(owner: Tenant) -> 
     editor = AgentEditor(editor_post(tools=[server_tool(), {"name": "b", "runs_on": "browser"}]))
     assert editor.is_valid()
     editor.add_service_error(
-        ValidationError("tools[1].timeoutMs: too long; tools[0].parameters.x: bad type")
+        AgentToolsInvalid(
+            [
+                ToolError("too long", index=1, field="timeoutMs"),
+                ToolError("bad type", index=0, field="parameters", within="x"),
+                ToolError("at most 32 tools"),
+            ]
+        )
     )
     assert editor.tools.forms[1].errors["timeout_ms"] == ["Too long"]
     assert editor.tools.forms[0].errors["parameters"] == ["X: bad type"]
+    assert editor.form.non_field_errors() == ["Tools: at most 32 tools"]
     editor.add_service_error(ValidationError({"slug": ["an agent with slug 'x' already exists"]}))
     assert editor.form.errors["slug"] == ["An agent with slug 'x' already exists"]
 
@@ -555,3 +563,25 @@ def test_fallbacks_are_typed_checked_and_saved(
     shown = submitted(owner_client.get(page(owner, "agent-edit", "spare")).content.decode())
     assert shown["llm_fallbacks"] == "spare small\nother-model"
     assert shown["tts_fallbacks"] == "openai"
+
+
+def test_the_scripted_fake_providers_are_neither_offered_nor_saved(
+    owner: Tenant, owner_client: Client, settings: Any
+) -> None:
+    settings.ALLOW_FAKE_PROVIDERS = False  # as on every real platform
+    blank = owner_client.get(page(owner, "agent-new")).content.decode()
+    assert '<option value="local">Local (offline)</option>' in blank
+    assert 'value="fake"' not in blank
+    refused = owner_client.post(page(owner, "agent-new"), editor_post(stt_provider="fake"))
+    assert refused.status_code == 200
+    assert "valid choice" in field_errors(refused.content.decode(), "id_stt_provider")
+    # One saved before (by a test platform): shown as chosen, refused on the field when saved.
+    services.agent_create(workspace=owner.workspace, name="Old", slug="old")
+    Agent.objects.filter(slug="old").update(tts_provider="fake")
+    edit = owner_client.get(page(owner, "agent-edit", "old")).content.decode()
+    assert submitted(edit)["tts_provider"] == "fake"
+    saved = owner_client.post(
+        page(owner, "agent-edit", "old"), editor_post(name="Old", slug="old", tts_provider="fake")
+    )
+    assert "choose one of" in field_errors(saved.content.decode(), "id_tts_provider")
+    assert selectors.agent_get(workspace=owner.workspace, slug="old").name == "Old"
