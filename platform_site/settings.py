@@ -350,7 +350,11 @@ ELEVENLABS_MODEL = env_str("ELEVENLABS_MODEL", "eleven_flash_v2_5")
 OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
 OPENAI_TTS_BASE_URL = env_str("OPENAI_TTS_BASE_URL", "https://api.openai.com/v1")
 OPENAI_TTS_MODEL = env_str("OPENAI_TTS_MODEL", "gpt-4o-mini-tts")
-for _kind, _name in (("stt", STT_PROVIDER), ("tts", TTS_PROVIDER)):
+_speech_settings: tuple[tuple[speech_providers.Kind, str], ...] = (
+    ("stt", STT_PROVIDER),
+    ("tts", TTS_PROVIDER),
+)
+for _kind, _name in _speech_settings:
     if _name not in speech_providers.names(_kind):
         _known = ", ".join(speech_providers.names(_kind))
         raise ImproperlyConfigured(f"{_kind.upper()}_PROVIDER={_name!r}: use one of {_known}")
