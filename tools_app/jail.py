@@ -110,7 +110,8 @@ def cap_cpu(seconds: float) -> None:
 
 def leave_network() -> bool:
     """An empty network namespace of our own (root only; seccomp covers the rest)."""
-    return _libc().unshare(CLONE_NEWNET) == 0
+    status: int = _libc().unshare(CLONE_NEWNET)
+    return status == 0
 
 
 def drop_privileges(parent: int) -> int:
