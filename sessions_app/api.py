@@ -186,7 +186,9 @@ class ToolCallOutput(serializers.Serializer):  # type: ignore[type-arg]
 
 class SessionOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
     id = serializers.UUIDField(source="public_id")
-    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    agent: serializers.SlugRelatedField[Agent] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
     live = serializers.SerializerMethodField()
 
     def get_live(self, session: Session) -> bool:
@@ -319,7 +321,7 @@ class SessionTokenApi(APIView):
             token, plaintext = services.session_token_create(
                 workspace=workspace,
                 agent=agent,
-                created_by_key=request.auth,  # type: ignore[arg-type]
+                created_by_key=request.auth,  # type: ignore[arg-type]  # an ApiKey: see authentication
                 variables=values.get("variables") or {},
                 end_user=values.get("end_user", ""),
                 ttl_s=values.get("ttl_s") or settings.SESSION_TOKEN_TTL_S,

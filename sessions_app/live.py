@@ -41,6 +41,7 @@ def redis_client() -> aioredis.Redis:
     if loop not in _clients:
         # A burst beyond the pool's connections waits for one (up to 10 s) instead of
         # failing at once, which redis-py's default pool does.
+        assert settings.REDIS_URL, "only called with a Redis server configured"
         pool = aioredis.BlockingConnectionPool.from_url(
             settings.REDIS_URL, max_connections=REDIS_CONNECTIONS_PER_LOOP, timeout=10
         )
@@ -127,7 +128,7 @@ async def holders(*, pool: str) -> set[str]:
     if not settings.REDIS_URL:
         return {sid for sid, expiry in _memory.get(pool, {}).items() if expiry > now}
     members = await redis_client().zrangebyscore(pool, now, "+inf")
-    return {member.decode() if isinstance(member, bytes) else member for member in members}
+    return {member.decode() if isinstance(member, bytes) else str(member) for member in members}
 
 
 def holders_sync(*, pool: str) -> set[str]:
@@ -142,4 +143,4 @@ def holders_sync(*, pool: str) -> set[str]:
         members = client.zrangebyscore(pool, now, "+inf")
     finally:
         client.close()
-    return {member.decode() if isinstance(member, bytes) else member for member in members}
+    return {member.decode() if isinstance(member, bytes) else str(member) for member in members}

@@ -29,8 +29,8 @@ from sessions_app.models import (
     TurnRecord,
 )
 from sessions_app.providers import registry
-from tools_app.egress import SecretBinding
 from tools_app.schema import SchemaError, to_json_schema
+from tools_app.secret_refs import SecretBinding
 from tools_app.services import handler_check, scrub, secret_bindings
 
 TOOL_TEXT_MAX_BYTES = 4096  # per stored argument/result/error text

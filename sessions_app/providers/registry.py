@@ -45,13 +45,14 @@ def names(kind: Kind) -> list[str]:
     return sorted(_REGISTRY[kind])
 
 
-def provider_class(kind: Kind, name: str) -> type:
+def provider_class(kind: Kind, name: str) -> type[Any]:
     try:
         dotted = _REGISTRY[kind][name]
     except KeyError:
         raise UnknownProvider(f"no {kind} provider named {name!r}") from None
     module_name, _, attr = dotted.rpartition(".")
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    provider: type[Any] = getattr(importlib.import_module(module_name), attr)
+    return provider
 
 
 def create(kind: Kind, name: str, **options: Any) -> Any:
