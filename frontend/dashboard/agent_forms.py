@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -92,8 +92,9 @@ class VocabularyField(forms.CharField):
     def prepare_value(self, value: Any) -> Any:
         return "\n".join(value) if isinstance(value, list | tuple) else value
 
+    # A list of terms where CharField gives a string (its stubs say str | None).
     def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
-        text = super().to_python(value)
+        text = super().to_python(value) or ""
         return [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -190,11 +191,11 @@ class AgentForm(forms.Form):
         select = self.fields["llm_provider"]
         assert isinstance(select, forms.ChoiceField)
         select.choices = [("", default), *((name, name) for name in names)]
-        providers: tuple[tuple[str, registry.Kind], ...] = (
+        speech_fields: tuple[tuple[str, registry.Kind], ...] = (
             ("stt_provider", "stt"),
             ("tts_provider", "tts"),
         )
-        for field, kind in providers:
+        for field, kind in speech_fields:
             select = self.fields[field]
             assert isinstance(select, forms.ChoiceField)
             current = str(self.initial.get(field) or "")
@@ -205,7 +206,7 @@ class AgentForm(forms.Form):
             self.fields["slug"].required = True
 
     def clean_slug(self) -> str:
-        slug = self.cleaned_data["slug"].strip()
+        slug: str = self.cleaned_data["slug"].strip()
         if not slug and self.creating:
             name = self.cleaned_data.get("name") or ""
             slug = slug_from_name(name)
@@ -354,7 +355,7 @@ class BaseToolFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
     def kept_forms(self) -> list[ToolForm]:
         """The blocks that become tools, in order: not removed and not left blank."""
         return [
-            form  # type: ignore[misc]
+            form
             for form in self.forms
             if getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE")
         ]
@@ -369,13 +370,17 @@ class BaseToolFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
                 seen.add(name)
 
 
-ToolFormSet = forms.formset_factory(
-    ToolForm,
-    formset=BaseToolFormSet,
-    extra=1,
-    can_delete=True,
-    max_num=protocol.TOOLS_MAX,
-    validate_max=True,
+# formset_factory makes a subclass of ``formset``; its stubs say only BaseFormSet.
+ToolFormSet = cast(
+    "type[BaseToolFormSet]",
+    forms.formset_factory(
+        ToolForm,
+        formset=BaseToolFormSet,
+        extra=1,
+        can_delete=True,
+        max_num=protocol.TOOLS_MAX,
+        validate_max=True,
+    ),
 )
 
 
