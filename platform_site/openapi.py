@@ -61,6 +61,7 @@ class ApiSchema(AutoSchema):
         return responses
 
 
+# Subclassing registers the scheme (drf-spectacular's unannotated __init_subclass__).
 class SecretKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = "secrets_app.authentication.SecretKeyAuthentication"
     name = "secretKey"

@@ -40,6 +40,7 @@ def admin_login(request: HttpRequest, extra_context: Any = None) -> HttpResponse
     return redirect_to_login(target, login_url=reverse("dashboard:login"))
 
 
+# The admin signs in through the dashboard's login (throttled, two-factor).
 admin.site.login = admin_login  # type: ignore[method-assign]
 
 

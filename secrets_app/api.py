@@ -66,10 +66,10 @@ class KeySettingsInput(StrictSerializer):
     )
 
     def validate_allowed_origins(self, value: list[str]) -> list[str]:
-        return clean_with(clean_origins, value)  # type: ignore[no-any-return]
+        return clean_with(clean_origins, value)
 
     def validate_allowed_agents(self, value: list[str]) -> list[str]:
-        return clean_with(clean_agent_slugs, value)  # type: ignore[no-any-return]
+        return clean_with(clean_agent_slugs, value)
 
 
 class KeyCreateInput(KeySettingsInput):
@@ -208,7 +208,7 @@ class SecretValueInput(StrictSerializer):
     readable_by_code = serializers.BooleanField(required=False, default=False)
 
     def validate_allowed_hosts(self, value: list[str]) -> list[str]:
-        return clean_with(clean_hosts, value)  # type: ignore[no-any-return]
+        return clean_with(clean_hosts, value)
 
 
 class SecretCreateInput(SecretValueInput):
@@ -220,7 +220,7 @@ class SecretHostsInput(StrictSerializer):
     readable_by_code = serializers.BooleanField(required=False)
 
     def validate_allowed_hosts(self, value: list[str]) -> list[str]:
-        return clean_with(clean_hosts, value)  # type: ignore[no-any-return]
+        return clean_with(clean_hosts, value)
 
 
 def _secret_saved(secret: Secret, created: bool) -> Response:

@@ -45,7 +45,7 @@ class UserManager(BaseUserManager["User"]):
 class User(AbstractUser):
     """A person. Logs in by email; belongs to workspaces through memberships."""
 
-    username = None  # type: ignore[assignment]
+    username = None  # type: ignore[assignment]  # no username column: email is the login
     email = models.EmailField("email address", unique=True)
     # Set when the person opened the link mailed at sign-up; until then no API keys.
     email_verified_at = models.DateTimeField(null=True, blank=True)
