@@ -264,6 +264,12 @@ SESSIONS_PER_ADDRESS = env_int("SESSIONS_PER_ADDRESS", 3, minimum=1)
 TURNS_PER_MINUTE = env_int("TURNS_PER_MINUTE", 20, minimum=1)  # per session
 LLM_REQUESTS_PER_MINUTE = env_int("LLM_REQUESTS_PER_MINUTE", 120, minimum=1)  # per key
 CONTEXT_NOTES_MAX = env_int("CONTEXT_NOTES_MAX", 20, minimum=0)  # per session
+# What one socket may send: messages a second (audio frames included; 5 s of it at once),
+# and audio at most this many times faster than it is spoken (10 s of it at once).
+WS_MESSAGES_PER_SECOND = env_int("WS_MESSAGES_PER_SECOND", 100, minimum=1)
+AUDIO_MAX_SPEED = env_float("AUDIO_MAX_SPEED", 2.0)
+if not 1.0 <= AUDIO_MAX_SPEED <= 100.0:  # also refuses nan
+    raise ImproperlyConfigured(f"AUDIO_MAX_SPEED must be from 1 to 100, got {AUDIO_MAX_SPEED}")
 # What one LLM request may carry (instructions, history, tools' results); the oldest turns
 # are left out past it.
 LLM_REQUEST_MAX_BYTES = env_int("LLM_REQUEST_MAX_KB", 128, minimum=8) * 1024
@@ -333,6 +339,9 @@ STT_PROVIDER = env_str("STT_PROVIDER", "local")
 TTS_PROVIDER = env_str("TTS_PROVIDER", "local")
 STT_TIMEOUT_S = env_float("STT_TIMEOUT_S", 10.0)
 TTS_TIMEOUT_S = env_float("TTS_TIMEOUT_S", 10.0)
+# Pauses before each retry of a provider call that failed before producing anything
+# (README "Retries and fallbacks"); empty: no retries.
+PROVIDER_RETRY_DELAYS_MS = env_int_list("PROVIDER_RETRY_DELAYS_MS", [200, 600])
 BARGE_IN_MIN_WORDS = env_int("BARGE_IN_MIN_WORDS", 1, minimum=0)
 # Offline engines (the embedded default): the end-of-turn model (smart-turn v3) at the
 # first pause, and the fixed silence that ends a turn without it.

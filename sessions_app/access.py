@@ -13,6 +13,7 @@ from secrets_app import services as key_services
 from secrets_app.hosts import origin_allowed
 from secrets_app.models import ApiKey, Workspace
 from sessions_app.models import Agent
+from sessions_app.protocol import ErrorCode
 from sessions_app.selectors import agent_find
 from sessions_app.services import session_token_redeem
 
@@ -36,9 +37,9 @@ CLOSE_QUOTA_EXCEEDED = 4030  # the workspace used up a quota (usage_app.quotas)
 class ConnectionRefused(Exception):
     """Refuse the socket: ``close_code`` for the WebSocket, ``code``/``message`` for humans."""
 
-    def __init__(self, close_code: int, code: str, message: str) -> None:
+    def __init__(self, close_code: int, code: ErrorCode, message: str) -> None:
         super().__init__(message)
-        self.close_code, self.code, self.message = close_code, code, message
+        self.close_code, self.code, self.message = close_code, ErrorCode(code), message
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,9 @@ def agent_allowed(key: ApiKey, slug: str) -> Agent:
     agent = agent_find(workspace=key.workspace, slug=slug)
     if agent is None or (key.allowed_agents and slug not in key.allowed_agents):
         raise ConnectionRefused(
-            CLOSE_AGENT, "agent_not_allowed", f"agent {slug[:64]!r} is unknown or not allowed"
+            CLOSE_AGENT,
+            ErrorCode.AGENT_NOT_ALLOWED,
+            f"agent {slug[:64]!r} is unknown or not allowed",
         )
     return agent
 
@@ -86,13 +89,13 @@ def _publishable(key: str) -> ApiKey:
     except key_services.KeyRejected as rejected:
         if rejected.code == "wrong_key_kind":
             raise ConnectionRefused(
-                CLOSE_SECRET_KEY, "secret_key_refused", rejected.reason
+                CLOSE_SECRET_KEY, ErrorCode.SECRET_KEY_REFUSED, rejected.reason
             ) from None
-        raise ConnectionRefused(CLOSE_BAD_KEY, "invalid_key", rejected.reason) from None
+        raise ConnectionRefused(CLOSE_BAD_KEY, ErrorCode.INVALID_KEY, rejected.reason) from None
     if api_key.tokens_only:
         raise ConnectionRefused(
             CLOSE_BAD_KEY,
-            "token_required",
+            ErrorCode.TOKEN_REQUIRED,
             "this key only accepts session tokens: have your server mint one "
             "(POST /api/v1/session-tokens) and connect with ?token=",
         )
@@ -104,11 +107,11 @@ def _by_token(token: str, agent_slug: str | None, origin: str, address: str) -> 
     minted_by = redeemed.created_by_key if redeemed is not None else None
     if redeemed is None or minted_by is None or minted_by.status() != "active":
         raise ConnectionRefused(
-            CLOSE_BAD_KEY, "invalid_token", "the session token is unknown, used or expired"
+            CLOSE_BAD_KEY, ErrorCode.INVALID_TOKEN, "the session token is unknown, used or expired"
         )
     if agent_slug and agent_slug != redeemed.agent.slug:
         raise ConnectionRefused(
-            CLOSE_AGENT, "agent_not_allowed", "the session token is for another agent"
+            CLOSE_AGENT, ErrorCode.AGENT_NOT_ALLOWED, "the session token is for another agent"
         )
     return Access(
         key=minted_by,
@@ -134,7 +137,7 @@ def authorize_connection(
         return _by_token(token, agent_slug, origin or "", address)
     api_key = _publishable(key)
     if not origin_allowed(api_key.allowed_origins, origin):
-        raise ConnectionRefused(CLOSE_ORIGIN, "origin_not_allowed", _origin_refusal(origin))
+        raise ConnectionRefused(CLOSE_ORIGIN, ErrorCode.ORIGIN_NOT_ALLOWED, _origin_refusal(origin))
     agent = agent_allowed(api_key, agent_slug) if agent_slug else None
     return Access(
         key=api_key, workspace=api_key.workspace, origin=origin or "", agent=agent, address=address

@@ -30,8 +30,26 @@ class AgentOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
         fields = [
             "id", "name", "slug", "instructions", "greeting", "voice", "mode", "llm_model",
             "llm_provider", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
-            "idle_timeout_s", "max_session_s", "tools", "created_at", "updated_at",
+            "idle_timeout_s", "max_session_s", "llm_fallbacks", "tts_fallbacks", "tools",
+            "created_at", "updated_at",
         ]  # fmt: skip
+
+
+class LLMFallbackInput(StrictSerializer):
+    connection = serializers.CharField(
+        max_length=64,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="One of the workspace's LLM connections, by name; blank: its default.",
+    )
+    model = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Blank: the connection's model.",
+    )
 
 
 class AgentInput(StrictSerializer):
@@ -80,6 +98,18 @@ class AgentInput(StrictSerializer):
         required=False,
         allow_blank=True,
         help_text="Said when the LLM's reply is empty. Blank: the platform's sentence.",
+    )
+    llm_fallbacks = serializers.ListField(
+        child=LLMFallbackInput(),
+        max_length=services.FALLBACKS_MAX,
+        required=False,
+        help_text="LLMs tried in order when the agent's own fails before answering.",
+    )
+    tts_fallbacks = serializers.ListField(
+        child=serializers.ChoiceField(choices=[n for n in registry.names("tts") if n != "fake"]),
+        max_length=services.FALLBACKS_MAX,
+        required=False,
+        help_text="Text-to-speech providers tried in order when the agent's own fails.",
     )
     tools = serializers.ListField(child=serializers.JSONField(), required=False)
 

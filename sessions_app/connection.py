@@ -30,6 +30,7 @@ from secrets_app import selectors as key_selectors
 from sessions_app import access as access_rules
 from sessions_app import limits, live, metrics, protocol, resume
 from sessions_app.orchestrator import VoiceSession
+from sessions_app.protocol import ErrorCode
 from sessions_app.quota_gate import quota_gate
 from sessions_app.records import SessionRecorder
 from sessions_app.session_setup import (
@@ -76,6 +77,7 @@ class Connection:
         self._pre_seq = 0  # events sent before the session exists
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
+        self._budget = limits.InboundBudget()
 
     @property
     def _session(self) -> VoiceSession | None:
@@ -90,7 +92,9 @@ class Connection:
             )
         except ValueError:
             await self._refuse(
-                access_rules.CLOSE_NO_CONFIGURE, "bad_protocol", "protocol must be v1 or voiceide"
+                access_rules.CLOSE_NO_CONFIGURE,
+                ErrorCode.BAD_PROTOCOL,
+                "protocol must be v1 or voiceide",
             )
             return
         try:
@@ -113,12 +117,16 @@ class Connection:
             await self._unavailable()
             return
         if refusal is not None:
-            await self._refuse(access_rules.CLOSE_TOO_MANY, "too_many_connections", refusal)
+            await self._refuse(access_rules.CLOSE_TOO_MANY, ErrorCode.TOO_MANY_CONNECTIONS, refusal)
             return
         self._tasks = [asyncio.create_task(self._first_message_deadline())]
 
     async def receive_text(self, text: str) -> None:
         if self._closing or self._access is None:
+            return
+        flood = self._budget.message()
+        if flood is not None:
+            await self._flooded(*flood)
             return
         try:
             message = protocol.decode(text)
@@ -135,9 +143,9 @@ class Connection:
                 await self._resume(message)
             elif isinstance(message, protocol.PingMessage):
                 # Keep-alives and latency probes work before configure, as after it.
-                await self._send_early("pong", protocol.pong_data(message))
+                await self._send_early(protocol.PongEvent.answering(message))
             else:
-                await self._error("not_configured", "send configure first")
+                await self._error(ErrorCode.NOT_CONFIGURED, "send configure first")
         except UNAVAILABLE:
             await self._release_own_leases()
             await self._unavailable()
@@ -145,14 +153,20 @@ class Connection:
     async def receive_bytes(self, data: bytes) -> None:
         if self._closing or self._access is None:
             return
-        if len(data) > protocol.BINARY_FRAME_MAX:
+        flood = self._budget.message()
+        if flood is not None:
+            await self._flooded(*flood)
+        elif len(data) > protocol.BINARY_FRAME_MAX:
             await self._error(
-                "frame_too_large", f"audio frames are limited to {protocol.BINARY_FRAME_MAX} bytes"
+                ErrorCode.FRAME_TOO_LARGE,
+                f"audio frames are limited to {protocol.BINARY_FRAME_MAX} bytes",
             )
-        elif self._session is None:
-            await self._error("not_configured", "send configure before audio")
+        elif (session := self._session) is None:
+            await self._error(ErrorCode.NOT_CONFIGURED, "send configure before audio")
+        elif (flood := self._budget.audio(len(data))) is not None:
+            await self._flooded(*flood)
         else:
-            await self._session.push_audio(data)
+            await session.push_audio(data)
 
     def tool_result(self, message: dict[str, Any]) -> None:
         """An outcome from a sandbox worker sent to this connection's channel."""
@@ -292,7 +306,7 @@ class Connection:
             return
         if not resume.token_matches(message.resume_token, stored.meta.get("tokenDigest", "")):
             await self._refuse(
-                CLOSE_RESUME_REFUSED, "resume_refused", "the resume token does not match"
+                CLOSE_RESUME_REFUSED, ErrorCode.RESUME_REFUSED, "the resume token does not match"
             )
             return
         host = resume.local_host(message.session_id)
@@ -391,26 +405,28 @@ class Connection:
     async def _resume_unavailable(self) -> None:
         # The socket stays open: the browser library gives up on this error and closes it,
         # and a client of its own may send `configure` for a new session instead.
-        await self._error("resume_unavailable", "this session ended or expired; start a new one")
+        await self._error(
+            ErrorCode.RESUME_UNAVAILABLE, "this session ended or expired; start a new one"
+        )
         if not self._closing:
             self._tasks[0] = asyncio.create_task(self._first_message_deadline())
 
     # ---------------------------------------------------------------- errors and limits
 
-    async def _error(self, code: str, message: str) -> None:
+    async def _error(self, code: ErrorCode, message: str) -> None:
         if self._session is not None:
             await self._session.handle_error(code, message)
             return
-        await self._send_early("error", {"code": code, "message": message})
+        await self._send_early(protocol.ErrorEvent(code=code, message=message))
 
-    async def _send_early(self, event_type: str, data: dict[str, Any]) -> None:
+    async def _send_early(self, event: protocol.ServerEvent) -> None:
         """An event before the session exists, numbered ahead of the session's own."""
         self._pre_seq += 1
-        event = {"type": event_type, "seq": self._pre_seq, "ts": int(time.time() * 1000), **data}
-        metrics.observe_event(event)
-        await self._send_text(self._codec.encode(event))
+        wire = event.to_wire(seq=self._pre_seq, ts=int(time.time() * 1000))
+        metrics.observe_event(wire)
+        await self._send_text(self._codec.encode(wire))
 
-    async def _refuse(self, close_code: int, code: str, message: str) -> None:
+    async def _refuse(self, close_code: int, code: ErrorCode, message: str) -> None:
         """Say why in an `error` event (close reasons are dropped by some servers), then close."""
         if self._closing:
             return
@@ -418,12 +434,19 @@ class Connection:
         self._closing = True
         await self._close(close_code, message[:120])
 
+    async def _flooded(self, code: ErrorCode, message: str) -> None:
+        """More than a person or a microphone sends: the session ends, not to be resumed."""
+        if self._host is not None:
+            await self._host.terminate(code, message, access_rules.CLOSE_TOO_MANY)
+        else:
+            await self._refuse(access_rules.CLOSE_TOO_MANY, code, message)
+
     async def _first_message_deadline(self) -> None:
         await asyncio.sleep(settings.CONFIGURE_TIMEOUT_S)
         if self._host is None:
             await self._refuse(
                 access_rules.CLOSE_NO_CONFIGURE,
-                "configure_timeout",
+                ErrorCode.CONFIGURE_TIMEOUT,
                 f"no configure within {settings.CONFIGURE_TIMEOUT_S:g} s",
             )
 
@@ -437,7 +460,7 @@ class Connection:
         logger.warning("session refused: Redis is unavailable")
         await self._refuse(
             CLOSE_TRY_AGAIN,
-            "service_unavailable",
+            ErrorCode.SERVICE_UNAVAILABLE,
             "the platform cannot start sessions right now; try again in a moment",
         )
 
@@ -452,7 +475,7 @@ class Connection:
         ):
             await self._refuse(
                 access_rules.CLOSE_TOO_MANY,
-                "too_many_sessions_from_address",
+                ErrorCode.TOO_MANY_SESSIONS_FROM_ADDRESS,
                 f"this address already has {settings.SESSIONS_PER_ADDRESS} sessions open "
                 "with this key",
             )
@@ -463,7 +486,7 @@ class Connection:
             await self._release_own_leases()
             await self._refuse(
                 access_rules.CLOSE_TOO_MANY,
-                "too_many_sessions",
+                ErrorCode.TOO_MANY_SESSIONS,
                 f"this workspace already has {self._limit()} sessions open",
             )
             return False

@@ -4,11 +4,18 @@ on the embedded default). Every limit here is in the README's "Limits" table."""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from django.conf import settings
 from redis.exceptions import RedisError
 
 from platform_site import rates
+from sessions_app.protocol import CLIENT_SAMPLE_RATE, ErrorCode
+
+MESSAGE_BURST_S = 5  # WS_MESSAGES_PER_SECOND × this may arrive at once
+AUDIO_BURST_S = 10  # seconds of audio that may arrive at once (a network stall, then a flush)
+AUDIO_BYTES_PER_S = CLIENT_SAMPLE_RATE * 2  # PCM16 mono
 
 logger = logging.getLogger(__name__)
 
@@ -71,3 +78,57 @@ class SessionLimits:
         except (RedisError, rates.StorageError, OSError) as exc:
             logger.warning("rate limit %s not checked: %s", rate.name, type(exc).__name__)
             return None
+
+
+class _Bucket:
+    """A token bucket: ``rate`` a second, ``burst`` at most saved up."""
+
+    def __init__(self, *, rate: float, burst: float, clock: Callable[[], float]) -> None:
+        self._rate, self._burst, self._clock = rate, burst, clock
+        self._tokens, self._at = burst, clock()
+
+    def take(self, amount: float) -> bool:
+        now = self._clock()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+        if self._tokens < amount:
+            return False
+        self._tokens -= amount
+        return True
+
+
+class InboundBudget:
+    """What one socket may send, counted in its own process (it is that socket's alone):
+    messages a second, and audio no faster than ``AUDIO_MAX_SPEED`` times real time. A
+    socket past either is a flood, not a person, and its session ends (the refusal's code
+    and message are returned).
+
+    By hand rather than with ``platform_site.rates``: this runs on every audio frame, where
+    a storage round trip (even the in-memory one's locks) costs more than the frame's own
+    work, and nothing needs sharing across processes.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        per_second = settings.WS_MESSAGES_PER_SECOND
+        self._messages = _Bucket(rate=per_second, burst=per_second * MESSAGE_BURST_S, clock=clock)
+        self._audio = _Bucket(
+            rate=AUDIO_BYTES_PER_S * settings.AUDIO_MAX_SPEED,
+            burst=AUDIO_BYTES_PER_S * AUDIO_BURST_S,
+            clock=clock,
+        )
+
+    def message(self) -> tuple[ErrorCode, str] | None:
+        if self._messages.take(1):
+            return None
+        return (
+            ErrorCode.TOO_MANY_MESSAGES,
+            f"more than {settings.WS_MESSAGES_PER_SECOND} messages a second on one socket",
+        )
+
+    def audio(self, size: int) -> tuple[ErrorCode, str] | None:
+        if self._audio.take(size):
+            return None
+        return (
+            ErrorCode.AUDIO_TOO_FAST,
+            f"audio arrived faster than {settings.AUDIO_MAX_SPEED:g} times real time",
+        )

@@ -24,6 +24,9 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
+from sessions_app.protocol import ErrorCode, ErrorEvent, MetricsEvent, ToolStatusEvent
+from sessions_app.providers.base import FAILURE_REASONS
+
 logger = logging.getLogger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -32,16 +35,8 @@ PlatformCollector(registry=REGISTRY)
 
 OTHER = "other"
 
-# The `error` codes of the protocol (README); anything else is counted as "other".
-ERROR_CODES = frozenset({
-    "bad_json", "bad_message", "unknown_type", "invalid", "frame_too_large", "not_configured",
-    "not_voice_mode", "already_configured", "unknown_tool_call", "resume_unavailable",
-    "resume_refused", "service_unavailable",
-    "llm_failed", "stt_failed", "tts_failed", "internal",
-    "configure_timeout", "bad_protocol", "invalid_key", "secret_key_refused",
-    "origin_not_allowed", "agent_not_allowed", "inline_config_refused", "too_many_sessions",
-    "quota_exceeded",
-})  # fmt: skip
+# The `error` codes of the protocol; anything else is counted as "other".
+ERROR_CODES = frozenset(code.value for code in ErrorCode)
 TURN_OUTCOMES = frozenset({"completed", "cancelled", "failed"})
 TOOL_OUTCOMES = frozenset({"completed", "failed", "timed_out", "cancelled"})
 # `metrics` event field → stage label.
@@ -80,6 +75,19 @@ STAGE_SECONDS = Histogram(
     buckets=STAGE_BUCKETS,
     registry=REGISTRY,
 )
+PROVIDER_KINDS = ("llm", "tts")
+PROVIDER_RETRIES = Counter(
+    "voice_provider_retries",
+    "Provider calls retried before they produced anything, by provider kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
+PROVIDER_FALLBACKS = Counter(
+    "voice_provider_fallbacks",
+    "Turns a fallback provider served, by provider kind and why the one before it failed.",
+    ["kind", "reason"],
+    registry=REGISTRY,
+)
 ERRORS = Counter(
     "voice_errors", "error events sent to clients, by code.", ["code"], registry=REGISTRY
 )
@@ -89,6 +97,8 @@ for _outcome in TURN_OUTCOMES:
     TURNS.labels(_outcome)
 for _outcome in TOOL_OUTCOMES:
     TOOL_CALLS.labels(_outcome)
+for _kind in PROVIDER_KINDS:
+    PROVIDER_RETRIES.labels(_kind)
 
 
 def _known(value: Any, allowed: frozenset[str]) -> str:
@@ -124,18 +134,31 @@ def observe_event(event: dict[str, Any]) -> None:
 
 def _observe(event: dict[str, Any]) -> None:
     kind = event.get("type")
-    if kind == "metrics":
+    if kind == MetricsEvent.TYPE:
         TURNS.labels(_known(event.get("outcome"), TURN_OUTCOMES)).inc()
         for field, stage in STAGES.items():
             value = event.get(field)
             if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
                 STAGE_SECONDS.labels(stage).observe(value / 1000)
-    elif kind == "tool_status":
+        for kind in PROVIDER_KINDS:
+            _observe_provider_use(kind, event.get(kind))
+    elif kind == ToolStatusEvent.TYPE:
         status = event.get("status")
         if status != "started":
             TOOL_CALLS.labels(_known(status, TOOL_OUTCOMES)).inc()
-    elif kind == "error":
+    elif kind == ErrorEvent.TYPE:
         ERRORS.labels(_known(event.get("code"), ERROR_CODES)).inc()
+
+
+def _observe_provider_use(kind: str, use: Any) -> None:
+    """A turn's ``llm`` / ``tts`` field: its retries, and the fallback that served it."""
+    if not isinstance(use, dict):
+        return
+    retries = use.get("retries")
+    if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0:
+        PROVIDER_RETRIES.labels(kind).inc(retries)
+    if use.get("fallbackReason") is not None and use.get("provider") is not None:
+        PROVIDER_FALLBACKS.labels(kind, _known(use["fallbackReason"], FAILURE_REASONS)).inc()
 
 
 def exposition(accept: str) -> tuple[bytes, str]:

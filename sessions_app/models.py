@@ -34,6 +34,11 @@ class Agent(models.Model):
     llm_provider = models.CharField(max_length=64, blank=True)
     stt_provider = models.CharField(max_length=32, blank=True)
     tts_provider = models.CharField(max_length=32, blank=True)
+    # Tried in order when the agent's own provider fails (README "Retries and fallbacks"):
+    # [{"connection": name or "" (the default), "model": name or "" (the connection's)}]
+    # and TTS provider names.
+    llm_fallbacks = models.JSONField(default=list, blank=True)
+    tts_fallbacks = models.JSONField(default=list, blank=True)
     tools = models.JSONField(default=list, blank=True)
     # Words users are expected to say (product names, code identifiers): recognition hints.
     vocabulary = models.JSONField(default=list, blank=True)

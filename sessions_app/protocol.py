@@ -1,18 +1,23 @@
-"""Wire protocol v1: client messages, their decoder, and the two server-event codecs.
+"""Wire protocol v1: client messages, server events, error codes, and the two codecs.
 
-Client -> server is always v1 JSON. Server -> client events are one internal shape,
+Client -> server is always v1 JSON. Server -> client events are typed (``ServerEvent``
+subclasses, listed once in ``SERVER_EVENTS``); ``to_wire`` gives the one internal shape,
 ``{"type": ..., "seq": ..., "ts": ..., **data}`` (the orchestrator assigns ``seq`` and
 ``ts``), encoded either as v1 JSON or as the VoiceIDE envelope, chosen at connect time.
+Every ``error`` event's code is an ``ErrorCode``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Protocol
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -55,12 +60,67 @@ _QUOTE_MAX = 64
 _ERRORS_SHOWN = 3
 
 
+class ErrorCode(StrEnum):
+    """Every ``code`` an ``error`` event may carry (the README's "Error codes" table).
+
+    A ``StrEnum``: on the wire each is its plain string. A code not listed here cannot
+    be sent (``ErrorEvent`` refuses it), and the metrics count errors by these labels. A new
+    code is a member here and a row in the README's table (a test compares the two).
+    """
+
+    # A frame the session cannot use; the session stays usable.
+    BAD_JSON = "bad_json"
+    BAD_MESSAGE = "bad_message"
+    UNKNOWN_TYPE = "unknown_type"
+    INVALID = "invalid"
+    FRAME_TOO_LARGE = "frame_too_large"
+    NOT_CONFIGURED = "not_configured"
+    ALREADY_CONFIGURED = "already_configured"
+    NOT_VOICE_MODE = "not_voice_mode"
+    UNKNOWN_TOOL_CALL = "unknown_tool_call"
+    CONTEXT_LIMIT = "context_limit"
+    RATE_LIMITED = "rate_limited"
+    # Providers and the platform.
+    LLM_FAILED = "llm_failed"
+    STT_FAILED = "stt_failed"
+    TTS_FAILED = "tts_failed"
+    VOICE_UNAVAILABLE = "voice_unavailable"
+    INTERNAL = "internal"
+    SERVICE_UNAVAILABLE = "service_unavailable"
+    # Resuming a session.
+    RESUME_UNAVAILABLE = "resume_unavailable"
+    RESUME_REFUSED = "resume_refused"
+    # Refusals: the socket closes.
+    CONFIGURE_TIMEOUT = "configure_timeout"
+    BAD_PROTOCOL = "bad_protocol"
+    INVALID_KEY = "invalid_key"
+    INVALID_TOKEN = "invalid_token"
+    TOKEN_REQUIRED = "token_required"
+    SECRET_KEY_REFUSED = "secret_key_refused"
+    ORIGIN_NOT_ALLOWED = "origin_not_allowed"
+    AGENT_NOT_ALLOWED = "agent_not_allowed"
+    INLINE_CONFIG_REFUSED = "inline_config_refused"
+    INLINE_CODE_REFUSED = "inline_code_refused"
+    TOO_MANY_SESSIONS = "too_many_sessions"
+    TOO_MANY_SESSIONS_FROM_ADDRESS = "too_many_sessions_from_address"
+    TOO_MANY_CONNECTIONS = "too_many_connections"
+    TOO_MANY_MESSAGES = "too_many_messages"
+    AUDIO_TOO_FAST = "audio_too_fast"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    # A live session ends.
+    KEY_REVOKED = "key_revoked"
+    KEY_EXPIRED = "key_expired"
+    SESSION_ENDED = "session_ended"
+    SESSION_IDLE = "session_idle"
+    SESSION_TOO_LONG = "session_too_long"
+
+
 class ProtocolError(ValueError):
     """A client frame that cannot be used. ``code`` is the wire error code."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = ErrorCode(code)
         self.message = message
 
 
@@ -203,11 +263,6 @@ class PingMessage(_Message):
     t: Annotated[Any, AfterValidator(_number)] = None
 
 
-def pong_data(ping: PingMessage) -> dict[str, Any]:
-    """The fields of the ``pong`` that answers ``ping``."""
-    return {} if ping.t is None else {"t": ping.t}
-
-
 class ResumeMessage(_Message):
     type: Literal["resume"] = "resume"
     session_id: Annotated[ShortString, AfterValidator(_not_blank)]
@@ -284,30 +339,33 @@ def decode(text: str) -> ClientMessage:
     """Parse one client text frame, or raise ``ProtocolError`` saying what is wrong."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if len(text) > TEXT_FRAME_MAX or size > TEXT_FRAME_MAX:
-        raise ProtocolError("frame_too_large", f"text frames are limited to {TEXT_FRAME_MAX} bytes")
+        raise ProtocolError(
+            ErrorCode.FRAME_TOO_LARGE, f"text frames are limited to {TEXT_FRAME_MAX} bytes"
+        )
     # A lone surrogate cannot be encoded as UTF-8: not on the wire, not in the database,
     # not back to the client (RFC 7493 forbids "\uDEAD" escapes for the same reason).
     # Raw ones only reach us from a server that did not check the frame's UTF-8.
     if _SURROGATE.search(text):
-        raise ProtocolError("bad_json", _LONE_SURROGATE)
+        raise ProtocolError(ErrorCode.BAD_JSON, _LONE_SURROGATE)
     try:
         obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, RecursionError):
-        raise ProtocolError("bad_json", "the frame is not valid JSON") from None
+        raise ProtocolError(ErrorCode.BAD_JSON, "the frame is not valid JSON") from None
     if _ESCAPED_SURROGATE.search(text) and _has_lone_surrogate(obj):
-        raise ProtocolError("bad_json", _LONE_SURROGATE)
+        raise ProtocolError(ErrorCode.BAD_JSON, _LONE_SURROGATE)
     if not isinstance(obj, dict):
-        raise ProtocolError("bad_message", "a message must be a JSON object")
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, "a message must be a JSON object")
     kind = obj.get("type")
     if not isinstance(kind, str):
-        raise ProtocolError("bad_message", "a message needs a string field 'type'")
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, "a message needs a string field 'type'")
     model = MESSAGE_TYPES.get(kind)
     if model is None:
-        raise ProtocolError("unknown_type", f"unknown message type {_quote(kind)}")
+        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {_quote(kind)}")
     try:
+        # Every class in MESSAGE_TYPES is one of ClientMessage's members.
         return model.model_validate(obj, by_alias=True, by_name=False)  # type: ignore[return-value]
     except ValidationError as exc:
-        raise ProtocolError("invalid", describe_errors(exc)) from None
+        raise ProtocolError(ErrorCode.INVALID, describe_errors(exc)) from None
 
 
 def describe_errors(exc: ValidationError) -> str:
@@ -348,6 +406,228 @@ def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+# ---------------------------------------------------------------- server events
+
+
+def camel_name(snake: str) -> str:
+    """``tool_status`` -> ``toolStatus``: event kinds for VoiceIDE, field names on the wire."""
+    head, *rest = snake.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+# The metadata of a field that is left off the wire while it is None.
+_OMIT_IF_NONE = {"omit_if_none": True}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerEvent:
+    """One server -> client event: ``TYPE`` is its wire name, its fields are snake_case here
+    and camelCase on the wire. ``seq`` and ``ts`` are not fields: the emitter stamps them."""
+
+    TYPE: ClassVar[str]
+    VOICEIDE_NAME: ClassVar[str | None] = None  # its VoiceIDE kind, if not camelCase(TYPE)
+
+    def data(self) -> dict[str, Any]:
+        """The event's fields as sent, without ``type``, ``seq`` and ``ts``."""
+        data = {}
+        for name, key, omit_if_none in _wire_fields(type(self)):
+            value = getattr(self, name)
+            if value is None and omit_if_none:
+                continue
+            data[key] = value.value if isinstance(value, StrEnum) else value
+        return data
+
+    def to_wire(self, *, seq: int, ts: int) -> dict[str, Any]:
+        """The internal wire shape that both codecs encode."""
+        return {"type": self.TYPE, "seq": seq, "ts": ts, **self.data()}
+
+
+_WIRE_FIELDS: dict[type[ServerEvent], tuple[tuple[str, str, bool], ...]] = {}
+
+
+def _wire_fields(event_type: type[ServerEvent]) -> tuple[tuple[str, str, bool], ...]:
+    """(field name, wire key, left off while None) of each field; worked out once a type."""
+    found = _WIRE_FIELDS.get(event_type)
+    if found is None:
+        found = _WIRE_FIELDS[event_type] = tuple(
+            (f.name, camel_name(f.name), bool(f.metadata.get("omit_if_none")))
+            for f in dataclasses.fields(event_type)
+        )
+    return found
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadyEvent(ServerEvent):
+    TYPE = "ready"
+    VOICEIDE_NAME = "sessionStart"
+    session_id: str
+    resume_token: str
+    sample_rate: int = CLIENT_SAMPLE_RATE
+    tts_sample_rate: int
+    protocol_version: int = PROTOCOL_VERSION
+    mode: str
+    llm: str
+    notice: dict[str, str] | None = field(
+        default=None, metadata=_OMIT_IF_NONE
+    )  # the workspace has no language model
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GreetingEvent(ServerEvent):
+    TYPE = "greeting"
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptEvent(ServerEvent):
+    TYPE = "transcript"
+    VOICEIDE_NAME = "userAudioTranscriptPartial"
+    text: str
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEvent(ServerEvent):
+    TYPE = "turn"
+    VOICEIDE_NAME = "userAudioTranscriptFinal"
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingEvent(ServerEvent):
+    TYPE = "thinking"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatDeltaEvent(ServerEvent):
+    TYPE = "chat_delta"
+    VOICEIDE_NAME = "assistantSpeechPartial"
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatEvent(ServerEvent):
+    TYPE = "chat"
+    VOICEIDE_NAME = "assistantSpeechFinal"
+    text: str
+    steps: list[str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallEvent(ServerEvent):
+    TYPE = "tool_call"
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStatusEvent(ServerEvent):
+    TYPE = "tool_status"
+    call_id: str
+    name: str
+    status: str  # started, completed, failed, timed_out, cancelled
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TtsDoneEvent(ServerEvent):
+    TYPE = "tts_done"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelledEvent(ServerEvent):
+    TYPE = "cancelled"
+    reason: str  # cancel, barge_in, new_turn, reset
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricsEvent(ServerEvent):
+    """After each turn: its latencies in milliseconds (None where a stage did not happen)
+    and what the session consumed since the previous turn ended."""
+
+    TYPE = "metrics"
+    turn_id: int
+    source: str
+    outcome: str
+    end_of_utterance_ms: float | None
+    stt_final_ms: float | None
+    llm_first_token_ms: float | None
+    tts_first_byte_ms: float | None
+    first_audio_ms: float | None
+    turn_ms: float | None
+    llm_rounds: int
+    tools: list[dict[str, Any]]
+    timeline: list[dict[str, Any]]
+    # Which provider served the turn: {provider, retries, fallbackReason}, None where unused.
+    llm: dict[str, Any] | None
+    tts: dict[str, Any] | None
+    usage: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResetEvent(ServerEvent):
+    TYPE = "reset"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PongEvent(ServerEvent):
+    TYPE = "pong"
+    t: Any = field(default=None, metadata=_OMIT_IF_NONE)  # the ping's own `t`, echoed
+
+    @classmethod
+    def answering(cls, ping: PingMessage) -> PongEvent:
+        return cls(t=ping.t)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorEvent(ServerEvent):
+    TYPE = "error"
+    code: ErrorCode
+    message: str
+
+    def __post_init__(self) -> None:
+        # A code outside the enum raises ValueError here: it is never sent.
+        object.__setattr__(self, "code", ErrorCode(self.code))
+
+
+# Every server event, by wire name: the one list (the codecs and ``event_from_wire`` read
+# it). A new event is a dataclass above, listed here, with its wire shape in test_protocol.
+SERVER_EVENTS: dict[str, type[ServerEvent]] = {
+    event.TYPE: event
+    for event in (
+        ReadyEvent,
+        GreetingEvent,
+        TranscriptEvent,
+        TurnEvent,
+        ThinkingEvent,
+        ChatDeltaEvent,
+        ChatEvent,
+        ToolCallEvent,
+        ToolStatusEvent,
+        TtsDoneEvent,
+        CancelledEvent,
+        MetricsEvent,
+        ResetEvent,
+        PongEvent,
+        ErrorEvent,
+    )
+}
+
+
+def event_from_wire(wire: dict[str, Any]) -> ServerEvent:
+    """The typed event of a wire dict (``to_wire``'s inverse; ``seq`` and ``ts`` dropped).
+    Raises ValueError for an unknown type or field, TypeError for a missing field."""
+    kind = wire.get("type")
+    event_type = SERVER_EVENTS.get(kind) if isinstance(kind, str) else None
+    if event_type is None:
+        raise ValueError(f"unknown server event type {kind!r}")
+    names = {key: name for name, key, _ in _wire_fields(event_type)}
+    fields = {key: value for key, value in wire.items() if key not in ("type", "seq", "ts")}
+    if unknown := fields.keys() - names.keys():
+        raise ValueError(f"{event_type.TYPE} has no field {sorted(unknown)[0]!r}")
+    return event_type(**{names[key]: value for key, value in fields.items()})
+
+
 # ---------------------------------------------------------------- server event codecs
 
 
@@ -381,21 +661,11 @@ class V1Codec:
         return decode(text)
 
 
+# Each event's name in the VoiceIDE envelope.
 VOICEIDE_KINDS = {
-    "ready": "sessionStart",
-    "transcript": "userAudioTranscriptPartial",
-    "turn": "userAudioTranscriptFinal",
-    "chat_delta": "assistantSpeechPartial",
-    "chat": "assistantSpeechFinal",
-    "tool_call": "toolCall",
-    "tool_result": "toolResult",
-    "error": "error",
+    event_type: event.VOICEIDE_NAME or camel_name(event_type)
+    for event_type, event in SERVER_EVENTS.items()
 }
-
-
-def camel_name(event_type: str) -> str:
-    head, *rest = event_type.split("_")
-    return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
 def iso_utc(ts_ms: int) -> str:
@@ -417,7 +687,7 @@ class VoiceIDECodec:
 
     def encode(self, event: dict[str, Any]) -> str:
         kind, seq, ts, data = _split(event)
-        if kind == "ready" and self.session_id is None:
+        if kind == ReadyEvent.TYPE and self.session_id is None:
             self.session_id = data.get("sessionId")
         event_id = f"{self.session_id}-{seq}" if self.session_id else str(seq)
         name = VOICEIDE_KINDS.get(kind) or camel_name(kind)

@@ -20,6 +20,7 @@ from secrets_app.provider_credentials import (
     credential_open,
     provider_credential_checked,
 )
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers import registry
 from sessions_app.providers.base import ProviderError, TextDelta
 from sessions_app.workspace_providers import openai_llm, speech_options
@@ -98,7 +99,7 @@ async def _check_tts(credential: ProviderCredential, key: str | None) -> str:
                 return "the voice spoke a test word"
     finally:
         await audio.aclose()
-    raise ProviderError("the provider answered without audio", code="tts_failed")
+    raise ProviderError("the provider answered without audio", code=ErrorCode.TTS_FAILED)
 
 
 _CHECKS: dict[str, Callable[[ProviderCredential, str | None], Awaitable[str]]] = {

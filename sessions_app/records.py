@@ -16,7 +16,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from sessions_app import selectors, services
+from sessions_app import protocol, selectors, services
 from sessions_app.access import Access
 from sessions_app.models import Agent, Session
 from sessions_app.orchestrator.config import SettledToolCall
@@ -60,26 +60,24 @@ class SessionRecorder:
         session = self._session
         if session is None:
             return
-        kind = event["type"]
-        if kind == "turn":
-            self._write(
-                lambda: services.session_record_append(
-                    session=session, entries=[("user", event["text"])]
+        match protocol.event_from_wire(event):
+            case protocol.TurnEvent(text=text):
+                entries = [("user", text)]
+                self._write(
+                    lambda: services.session_record_append(session=session, entries=entries)
                 )
-            )
-        elif kind == "chat":
-            self._write(
-                lambda: services.session_record_append(
-                    session=session, entries=[("assistant", event["text"])]
+            case protocol.ChatEvent(text=text):
+                replies = [("assistant", text)]
+                self._write(
+                    lambda: services.session_record_append(session=session, entries=replies)
                 )
-            )
-            self._write(lambda: services.session_record_count(session=session, turns=1))
-        elif kind == "metrics":
-            metrics = {k: v for k, v in event.items() if k not in ("type", "seq", "ts")}
-            self._write(lambda: services.session_record_turn(session=session, metrics=metrics))
-            self.record_usage(usage_from_wire(event.get("usage") or {}))
-        elif kind == "tool_status" and event.get("status") in _TERMINAL_TOOL_STATUSES:
-            self._write(lambda: services.session_record_count(session=session, tool_calls=1))
+                self._write(lambda: services.session_record_count(session=session, turns=1))
+            case protocol.MetricsEvent() as turn:
+                metrics = turn.data()
+                self._write(lambda: services.session_record_turn(session=session, metrics=metrics))
+                self.record_usage(usage_from_wire(turn.usage))
+            case protocol.ToolStatusEvent(status=status) if status in _TERMINAL_TOOL_STATUSES:
+                self._write(lambda: services.session_record_count(session=session, tool_calls=1))
 
     def tool_settled(self, call: SettledToolCall) -> None:
         """The session's ``on_tool_settled``: keep the call (scrubbed when written)."""

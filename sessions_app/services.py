@@ -18,8 +18,13 @@ from pydantic import ValidationError as PydanticError
 from secrets_app import crypto
 from secrets_app.audit import SYSTEM, Actor, audit_record
 from secrets_app.models import ApiKey, Workspace
-from secrets_app.provider_credentials import llm_connection_names
-from sessions_app import protocol
+from secrets_app.provider_credentials import (
+    MODEL_MAX,
+    WorkspaceProviders,
+    llm_connection_names,
+    provider_names,
+)
+from sessions_app import protocol, workspace_providers
 from sessions_app.models import (
     Agent,
     Session,
@@ -29,6 +34,7 @@ from sessions_app.models import (
     TurnRecord,
 )
 from sessions_app.providers import registry
+from sessions_app.providers.base import TTS
 from tools_app.schema import SchemaError, to_json_schema
 from tools_app.secret_refs import SecretBinding
 from tools_app.services import handler_check, scrub, secret_bindings
@@ -39,8 +45,9 @@ _TRUNCATED = " … [truncated]"
 AGENT_FIELDS = (
     "name", "slug", "instructions", "greeting", "voice", "mode",
     "llm_model", "llm_provider", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
-    "idle_timeout_s", "max_session_s",
+    "idle_timeout_s", "max_session_s", "llm_fallbacks", "tts_fallbacks",
 )  # fmt: skip
+FALLBACKS_MAX = 3  # per kind: each one is a further wait before the user hears anything
 
 
 def handler_sha256(source: str) -> str:
@@ -135,10 +142,92 @@ def _check_llm_provider(agent: Agent) -> None:
         )  # fmt: skip
 
 
+def _fallback_list(value: Any, field: str) -> list[Any]:
+    if not isinstance(value, list) or len(value) > FALLBACKS_MAX:
+        raise ValidationError({field: [f"a list of at most {FALLBACKS_MAX} fallbacks"]})
+    return value
+
+
+def _llm_fallback(value: Any, index: int, names: list[str]) -> dict[str, str]:
+    def refuse(message: str) -> ValidationError:
+        return ValidationError({"llm_fallbacks": [f"llm_fallbacks[{index}]: {message}"]})
+
+    if not isinstance(value, dict) or set(value) - {"connection", "model"}:
+        raise refuse('an object {"connection": name, "model": name}')
+    connection, model = value.get("connection") or "", value.get("model") or ""
+    if not isinstance(connection, str) or not isinstance(model, str):
+        raise refuse("connection and model are names (text)")
+    connection, model = connection.strip(), model.strip()
+    if connection and connection not in names:
+        known = ", ".join(names) or "none yet (add one under Providers)"
+        raise refuse(f"no LLM connection named {connection[:64]!r}; its connections: {known}")
+    if not connection and not names and not settings.LLM_BASE_URL:
+        raise refuse("this workspace has no LLM connection to fall back to")
+    if len(model) > MODEL_MAX or "\x00" in model:
+        raise refuse(f"a model name has at most {MODEL_MAX} characters")
+    return {"connection": connection, "model": model}
+
+
+def _check_llm_fallbacks(agent: Agent) -> None:
+    """Each fallback an LLM the workspace may use, none repeating the primary or another."""
+    names = llm_connection_names(workspace=agent.workspace)
+    values = _fallback_list(agent.llm_fallbacks, "llm_fallbacks")
+    cleaned = [_llm_fallback(value, index, names) for index, value in enumerate(values)]
+    seen = {(agent.llm_provider, agent.llm_model)}
+    for index, fallback in enumerate(cleaned):
+        key = (fallback["connection"], fallback["model"])
+        if key in seen:
+            raise ValidationError({"llm_fallbacks": [
+                f"llm_fallbacks[{index}]: the same LLM as the agent's or an earlier fallback"
+            ]})  # fmt: skip
+        seen.add(key)
+    agent.llm_fallbacks = cleaned
+
+
+def _speech_usable(name: str, own_keys: frozenset[str]) -> bool:
+    """A speech provider the workspace can use: its own key, the platform's, or none needed."""
+    if name in own_keys:
+        return True
+    options = workspace_providers.speech_options("tts", name, WorkspaceProviders())
+    needs = [options[k] for k in ("url", "api_key") if k in options]
+    return not needs or any(needs)
+
+
+def _tts_sample_rate(name: str) -> int | None:
+    tts: type[TTS] = registry.provider_class("tts", name)
+    return tts.capabilities.sample_rate
+
+
+def _check_tts_fallbacks(agent: Agent) -> None:
+    """Known providers (never the test fakes) that speak at the primary's sample rate (the
+    browser was told that rate) and that the workspace has a key for."""
+    primary = agent.tts_provider or settings.TTS_PROVIDER
+    rate = _tts_sample_rate(primary)
+    own_keys = provider_names(workspace=agent.workspace).speech
+    values = _fallback_list(agent.tts_fallbacks, "tts_fallbacks")
+    seen = {primary}
+    for index, name in enumerate(values):
+        problem = None
+        if not isinstance(name, str) or name == "fake" or name not in registry.names("tts"):
+            known = ", ".join(n for n in registry.names("tts") if n != "fake")
+            problem = f"not a text-to-speech provider; known: {known}"
+        elif name in seen:
+            problem = "the same provider as the agent's or an earlier fallback"
+        elif _tts_sample_rate(name) != rate:
+            problem = f"speaks at another sample rate than {primary!r}"
+        elif not _speech_usable(name, own_keys):
+            problem = "has no key, neither this workspace's (Providers) nor the platform's"
+        if problem is not None:
+            raise ValidationError({"tts_fallbacks": [f"tts_fallbacks[{index}]: {problem}"]})
+        seen.add(name)
+
+
 def _save(agent: Agent) -> Agent:
     agent.vocabulary = agent_vocabulary_clean(agent.vocabulary)
     _check_voice(agent)
     _check_llm_provider(agent)
+    _check_llm_fallbacks(agent)
+    _check_tts_fallbacks(agent)
     try:
         with transaction.atomic():
             agent.save()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from django.conf import settings
@@ -21,8 +21,15 @@ from sessions_app import protocol, workspace_providers
 from sessions_app.access import CLOSE_INLINE_REFUSED, Access, agent_allowed
 from sessions_app.models import Agent
 from sessions_app.orchestrator import DEFAULT_EMPTY_REPLY, SessionConfig, ToolDefinition
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers import registry
 from sessions_app.providers.base import LLM, STT, TTS, ToolRunner
+from sessions_app.providers.resilience import (
+    ResilientLLM,
+    ResilientSTT,
+    ResilientTTS,
+    RetryPolicy,
+)
 from sessions_app.services import handler_sha256
 from tools_app.schema import SchemaError, to_json_schema
 
@@ -33,9 +40,9 @@ _SAVE_THE_AGENT = "save the agent in the dashboard and connect with agent=<slug>
 class ConfigureRefused(Exception):
     """``close_code`` None: the client may send a corrected configure."""
 
-    def __init__(self, code: str, message: str, close_code: int | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, close_code: int | None = None) -> None:
         super().__init__(message)
-        self.code, self.message, self.close_code = code, message, close_code
+        self.code, self.message, self.close_code = ErrorCode(code), message, close_code
 
 
 @dataclass
@@ -51,6 +58,8 @@ class SessionPlan:
     tts_name: str | None = None
     llm_model: str | None = None
     llm_connection: str | None = None  # the workspace's LLM connection the agent names
+    llm_fallbacks: list[dict[str, str]] = field(default_factory=list)
+    tts_fallbacks: list[str] = field(default_factory=list)
 
 
 def new_session_ids() -> tuple[str, str]:
@@ -63,7 +72,7 @@ def _tool(
     try:
         parameters = to_json_schema(raw.get("parameters"))
     except SchemaError as exc:
-        raise ConfigureRefused("invalid", f"{path}.{exc}") from None
+        raise ConfigureRefused(ErrorCode.INVALID, f"{path}.{exc}") from None
     handler = raw.get("handler")
     timeout_ms = raw.get("timeoutMs")
     pinned = handler is not None and pinned_hash == handler_sha256(handler)
@@ -113,20 +122,20 @@ def _check_inline(
         inline.discard("tools")  # server tools alone are the code switch's business
     if has_code and not (key.allow_inline_tool_code and not access.by_token):
         raise ConfigureRefused(
-            "inline_code_refused",
+            ErrorCode.INLINE_CODE_REFUSED,
             "this key does not accept server-tool code from the page; " + _SAVE_THE_AGENT,
             CLOSE_INLINE_REFUSED,
         )
     if inline and not (key.allow_inline_config and not access.by_token):
         raise ConfigureRefused(
-            "inline_config_refused",
+            ErrorCode.INLINE_CONFIG_REFUSED,
             f"this key does not accept inline config ({', '.join(sorted(inline))}); "
             + _SAVE_THE_AGENT,
             CLOSE_INLINE_REFUSED,
         )
     if agent is None and not key.allow_inline_config:
         raise ConfigureRefused(
-            "inline_config_refused",
+            ErrorCode.INLINE_CONFIG_REFUSED,
             "this key only serves saved agents; name one with agent=<slug>",
             CLOSE_INLINE_REFUSED,
         )
@@ -139,10 +148,56 @@ def _llm(
         return workspace_providers.llm_for(providers, connection=connection, model=model)
     except workspace_providers.UnknownConnection:
         raise ConfigureRefused(
-            "invalid",
+            ErrorCode.INVALID,
             f"this agent names LLM connection {connection!r}, which its workspace does not "
             "have; choose another in the agent's settings",
         ) from None
+
+
+def _retry_policy() -> RetryPolicy:
+    return RetryPolicy.from_ms(settings.PROVIDER_RETRY_DELAYS_MS)
+
+
+def _llm_chain(
+    providers: WorkspaceProviders,
+    connection: str | None,
+    model: str | None,
+    fallbacks: list[dict[str, str]],
+) -> tuple[ResilientLLM, str]:
+    """The agent's LLM and then its fallbacks (``resilience``); the label for ``ready``.
+
+    A fallback whose connection was deleted since the agent was saved, or that would be
+    the offline stand-in, is left out: it could not answer in the primary's place."""
+    llm, llm_name = _llm(providers, connection, model)
+    chain = [(workspace_providers.llm_label(providers, connection=connection, model=model), llm)]
+    for fallback in fallbacks:
+        other_connection = fallback.get("connection") or None
+        other_model = fallback.get("model") or None
+        try:
+            other, _name = workspace_providers.llm_for(
+                providers, connection=other_connection, model=other_model
+            )
+        except workspace_providers.UnknownConnection:
+            continue
+        if not other.capabilities.offline:
+            label = workspace_providers.llm_label(
+                providers, connection=other_connection, model=other_model
+            )
+            chain.append((label, other))
+    return ResilientLLM(chain, policy=_retry_policy()), llm_name
+
+
+def _tts_chain(name: str, fallbacks: list[str], providers: WorkspaceProviders) -> ResilientTTS:
+    chain = [(name, _speech("tts", name, providers))]
+    for fallback in fallbacks:
+        if fallback in registry.names("tts") and fallback != name:
+            chain.append((fallback, _speech("tts", fallback, providers)))
+    return ResilientTTS(chain, policy=_retry_policy())
+
+
+def _stt(name: str, providers: WorkspaceProviders, vocabulary: list[str]) -> ResilientSTT:
+    stt = _speech("stt", name, providers, vocabulary=vocabulary)
+    return ResilientSTT(stt, policy=_retry_policy())
 
 
 def _speech(kind: registry.Kind, name: str, providers: WorkspaceProviders, **hints: Any) -> Any:
@@ -152,7 +207,7 @@ def _speech(kind: registry.Kind, name: str, providers: WorkspaceProviders, **hin
     except registry.UnknownProvider:
         known = ", ".join(registry.names(kind))
         raise ConfigureRefused(
-            "invalid", f"this agent names {kind} provider {name!r}; known: {known}"
+            ErrorCode.INVALID, f"this agent names {kind} provider {name!r}; known: {known}"
         ) from None
 
 
@@ -180,8 +235,10 @@ def session_plan_build(
     locked = dict(access.token_variables or {})
     llm_model = agent.llm_model if agent and agent.llm_model else None
     connection = agent.llm_provider if agent and agent.llm_provider else None
+    llm_fallbacks = list(agent.llm_fallbacks) if agent else []
+    tts_fallbacks = list(agent.tts_fallbacks) if agent else []
     providers = provider_credentials_open(workspace_id=access.workspace.pk)
-    llm, llm_name = _llm(providers, connection, llm_model)
+    llm, llm_name = _llm_chain(providers, connection, llm_model, llm_fallbacks)
     speaks = mode == "voice"
     stt_name = (agent.stt_provider if agent else "") or settings.STT_PROVIDER
     tts_name = (agent.tts_provider if agent else "") or settings.TTS_PROVIDER
@@ -216,13 +273,15 @@ def session_plan_build(
         config=config,
         agent=agent,
         llm=llm,
-        stt=_speech("stt", stt_name, providers, vocabulary=config.vocabulary) if speaks else None,
-        tts=_speech("tts", tts_name, providers) if speaks else None,
+        stt=_stt(stt_name, providers, config.vocabulary) if speaks else None,
+        tts=_tts_chain(tts_name, tts_fallbacks, providers) if speaks else None,
         tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
         stt_name=stt_name if speaks else None,
         tts_name=tts_name if speaks else None,
         llm_model=llm_model,
         llm_connection=connection,
+        llm_fallbacks=llm_fallbacks,
+        tts_fallbacks=tts_fallbacks,
     )
 
 
@@ -256,6 +315,8 @@ def session_meta(
         "tts": plan.tts_name,
         "llmModel": plan.llm_model,
         "llmConnection": plan.llm_connection,
+        "llmFallbacks": plan.llm_fallbacks,
+        "ttsFallbacks": plan.tts_fallbacks,
     }
 
 
@@ -277,19 +338,22 @@ def session_plan_restore(
     config = session_config_restore(meta, resume_token=resume_token)
     providers = provider_credentials_open(workspace_id=config.workspace_id)
     connection = meta.get("llmConnection")
-    llm, _llm_name = _llm(providers, connection, meta.get("llmModel"))
+    llm_fallbacks, tts_fallbacks = meta.get("llmFallbacks", []), meta.get("ttsFallbacks", [])
+    llm, _llm_name = _llm_chain(providers, connection, meta.get("llmModel"), llm_fallbacks)
     stt, tts = meta.get("stt"), meta.get("tts")
     return SessionPlan(
         config=config,
         agent=None,
         llm=llm,
-        stt=_speech("stt", stt, providers, vocabulary=config.vocabulary) if stt else None,
-        tts=_speech("tts", tts, providers) if tts else None,
+        stt=_stt(stt, providers, config.vocabulary) if stt else None,
+        tts=_tts_chain(tts, tts_fallbacks, providers) if tts else None,
         tool_runner=registry.create("tools", settings.TOOL_RUNNER, reply_channel=reply_channel),
         stt_name=stt,
         tts_name=tts,
         llm_model=meta.get("llmModel"),
         llm_connection=connection,
+        llm_fallbacks=llm_fallbacks,
+        tts_fallbacks=tts_fallbacks,
     )
 
 

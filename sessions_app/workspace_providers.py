@@ -63,6 +63,17 @@ def llm_for(
     return registry.create("llm", OFFLINE), OFFLINE
 
 
+def llm_label(providers: WorkspaceProviders, *, connection: str | None, model: str | None) -> str:
+    """How metrics and records name the LLM ``llm_for`` gives: ``connection:model``, the
+    platform's as ``platform:model``, or ``offline``."""
+    chosen = providers.llm(connection)
+    if chosen is not None:
+        return f"{chosen.name}:{model or chosen.model}"
+    if settings.LLM_BASE_URL:
+        return f"platform:{model or settings.LLM_MODEL}"
+    return OFFLINE
+
+
 def has_llm(providers: WorkspaceProviders) -> bool:
     return bool(providers.llms or settings.LLM_BASE_URL)
 

@@ -84,6 +84,48 @@ def _provider_choices(
     return [("", "Platform default"), *((name, label(name)) for name in names)]
 
 
+class LLMFallbacksField(forms.CharField):
+    """LLM fallbacks typed one per line: ``connection``, ``model`` (on the default
+    connection) or ``connection model``; a first word that names no connection is a model."""
+
+    widget = forms.Textarea(attrs={"rows": 2, **CODE_ATTRS, "wrap": "soft"})
+    connections: frozenset[str] = frozenset()
+
+    def prepare_value(self, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return "\n".join(
+            " ".join(part for part in (f.get("connection"), f.get("model")) if part)
+            for f in value
+            if isinstance(f, dict)
+        )
+
+    # Fallback entries where CharField gives a string (its stubs say str | None).
+    def to_python(self, value: Any) -> list[dict[str, str]]:  # type: ignore[override]
+        fallbacks = []
+        for line in (super().to_python(value) or "").splitlines():
+            words = line.split(None, 1)
+            if not words:
+                continue
+            if words[0] in self.connections:
+                fallbacks.append({"connection": words[0], "model": "".join(words[1:]).strip()})
+            else:
+                fallbacks.append({"connection": "", "model": line.strip()})
+        return fallbacks
+
+
+class NameListField(forms.CharField):
+    """Names separated by commas, in order."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return ", ".join(value) if isinstance(value, list | tuple) else value
+
+    # A list of names where CharField gives a string (its stubs say str | None).
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        names = (super().to_python(value) or "").split(",")
+        return [name.strip() for name in names if name.strip()]
+
+
 class VocabularyField(forms.CharField):
     """A list of terms, typed one per line."""
 
@@ -161,6 +203,19 @@ class AgentForm(forms.Form):
     )
     stt_provider = forms.ChoiceField(required=False, label="Speech-to-text")
     tts_provider = forms.ChoiceField(required=False, label="Text-to-speech")
+    llm_fallbacks = LLMFallbacksField(
+        required=False,
+        label="LLM fallbacks",
+        help_text="Tried in order when the LLM fails before answering, one per line: a "
+        "connection, a model (on the default connection), or “connection model”.",
+    )
+    tts_fallbacks = NameListField(
+        required=False,
+        label="Text-to-speech fallbacks",
+        help_text="Tried in order when text-to-speech fails, separated by commas: "
+        + ", ".join(n for n in registry.names("tts") if n != "fake")
+        + ".",
+    )
     idle_timeout_s = forms.IntegerField(
         required=False,
         min_value=5,
@@ -191,6 +246,9 @@ class AgentForm(forms.Form):
         select = self.fields["llm_provider"]
         assert isinstance(select, forms.ChoiceField)
         select.choices = [("", default), *((name, name) for name in names)]
+        fallbacks = self.fields["llm_fallbacks"]
+        assert isinstance(fallbacks, LLMFallbacksField)
+        fallbacks.connections = frozenset(configured.llms)
         speech_fields: tuple[tuple[str, registry.Kind], ...] = (
             ("stt_provider", "stt"),
             ("tts_provider", "tts"),

@@ -24,6 +24,22 @@ export interface ServerTool {
   timeoutMs?: number;
 }
 
+/** `ctx` of a server tool's handler, in the platform's sandbox (README, "Server tools"). */
+export interface ToolContext {
+  secrets: Record<string, string>;
+  fetch(
+    url: string,
+    init?: { method?: string; headers?: Record<string, string>; body?: string },
+  ): Promise<{
+    ok: boolean;
+    status: number;
+    url: string;
+    headers: { get(name: string): string | null };
+    text(): Promise<string>;
+    json(): Promise<any>;
+  }>;
+}
+
 /** A tool run in the page; its result (or thrown error's message) goes back as `tool_result`. */
 export interface ClientTool {
   description?: string;

@@ -6,6 +6,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sessions_app.protocol import MetricsEvent
+from sessions_app.providers.resilience import Attempts
+
 Mode = Literal["voice", "text"]
 # What the agent says when the LLM's reply is empty (nothing would be heard otherwise).
 DEFAULT_EMPTY_REPLY = "Sorry, I don't have an answer to that."
@@ -92,6 +95,33 @@ class SettledToolCall:
 
 
 @dataclass
+class ProviderUse:
+    """Which provider of a kind served a turn's calls, after how many retries, and why a
+    fallback served (a ``providers.base.FAILURE_REASONS`` code; None: the primary did)."""
+
+    served: str | None = None  # the last call's; None: no call, or every provider failed
+    calls: int = 0
+    retries: int = 0
+    fallback_reason: str | None = None  # the turn's first
+
+    def add(self, attempts: Attempts) -> None:
+        """A call's ``resilience.Attempts`` (its ``report``)."""
+        self.calls += 1
+        self.served = attempts.served
+        self.retries += attempts.retries
+        self.fallback_reason = self.fallback_reason or attempts.fallback_reason
+
+    def as_event(self) -> dict[str, Any] | None:
+        if not self.calls:
+            return None
+        return {
+            "provider": self.served,
+            "retries": self.retries,
+            "fallbackReason": self.fallback_reason,
+        }
+
+
+@dataclass
 class TurnMetrics:
     """Monotonic timestamps (seconds) of one turn; ``None`` where it never got there.
 
@@ -116,6 +146,8 @@ class TurnMetrics:
     llm_rounds: int = 0
     tool_calls: int = 0
     tools: list[ToolTiming] = field(default_factory=list)
+    llm: ProviderUse = field(default_factory=ProviderUse)
+    tts: ProviderUse = field(default_factory=ProviderUse)
 
     @staticmethod
     def _ms(start: float | None, end: float | None) -> float | None:
@@ -156,28 +188,30 @@ class TurnMetrics:
         """The user stopped speaking (or sent text) → the first audio frame went out."""
         return self._ms(self.origin_at, self.first_audio_at)
 
-    def as_event(self) -> dict[str, Any]:
-        """The ``metrics`` event's fields (milliseconds, ``None`` where unknown)."""
+    def as_event(self, *, usage: dict[str, int]) -> MetricsEvent:
+        """The ``metrics`` event (milliseconds, ``None`` where unknown); ``usage`` in wire
+        names."""
 
         def rounded(value: float | None) -> float | None:
             return None if value is None else round(value, 1)
 
-        return {
-            "turnId": self.turn_id,
-            "source": self.source,
-            "outcome": self.outcome,
-            "endOfUtteranceMs": rounded(self.end_of_utterance_ms),
-            "sttFinalMs": rounded(self.stt_final_ms),
-            "llmFirstTokenMs": rounded(self.llm_first_token_ms),
-            "ttsFirstByteMs": rounded(self.tts_first_byte_ms),
-            "firstAudioMs": rounded(self.first_audio_ms),
-            "turnMs": rounded(self._ms(self.input_at, self.end_at)),
-            "llmRounds": self.llm_rounds,
-            "tools": [
-                {"name": t.name, "status": t.status, "ms": rounded(t.ms)} for t in self.tools
-            ],
-            "timeline": self.timeline(),
-        }
+        return MetricsEvent(
+            turn_id=self.turn_id,
+            source=self.source,
+            outcome=self.outcome,
+            end_of_utterance_ms=rounded(self.end_of_utterance_ms),
+            stt_final_ms=rounded(self.stt_final_ms),
+            llm_first_token_ms=rounded(self.llm_first_token_ms),
+            tts_first_byte_ms=rounded(self.tts_first_byte_ms),
+            first_audio_ms=rounded(self.first_audio_ms),
+            turn_ms=rounded(self._ms(self.input_at, self.end_at)),
+            llm_rounds=self.llm_rounds,
+            tools=[{"name": t.name, "status": t.status, "ms": rounded(t.ms)} for t in self.tools],
+            timeline=self.timeline(),
+            llm=self.llm.as_event(),
+            tts=self.tts.as_event(),
+            usage=usage,
+        )
 
     @property
     def origin_at(self) -> float:

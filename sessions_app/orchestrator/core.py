@@ -19,7 +19,9 @@ from typing import Any
 from sessions_app.orchestrator.config import SessionConfig, SettledToolCall, TurnMetrics
 from sessions_app.orchestrator.guard import NoGuard, SessionGuard
 from sessions_app.orchestrator.usage import UsageMeter
+from sessions_app.protocol import ErrorCode, ErrorEvent, ServerEvent
 from sessions_app.providers.base import LLM, STT, TTS, STTStream, ToolRunner
+from sessions_app.providers.resilience import resilient_llm, resilient_tts
 
 # The package's name, not this module's: log configuration written for the single-module
 # orchestrator keeps matching.
@@ -90,7 +92,8 @@ class SessionCore:
         every tool call that reached its final status (for the session's record).
         ``guard`` is asked before each turn and each LLM request (rate limits)."""
         self.config = config
-        self._llm, self._tool_runner, self._stt, self._tts = llm, tool_runner, stt, tts
+        self._llm, self._tts = resilient_llm(llm), resilient_tts(tts)
+        self._tool_runner, self._stt = tool_runner, stt
         self._emit_event, self._send_audio = emit, send_audio
         self._clock, self._on_turn_metrics = clock, on_turn_metrics
         self._on_tool_settled = on_tool_settled
@@ -135,27 +138,24 @@ class SessionCore:
     def speaks(self) -> bool:
         return self.config.mode == "voice" and self._tts is not None
 
-    async def handle_error(self, code: str, message: str) -> None:
+    async def handle_error(self, code: ErrorCode, message: str) -> None:
         """Emit an ``error`` event in this session's sequence (never raises)."""
         try:
-            await self._emit("error", {"code": code, "message": message})
+            await self._emit(ErrorEvent(code=code, message=message))
         except Exception as exc:
             log_failure(self.config.session_id, "emitting an error", exc)
 
     # ------------------------------------------------------------ events
 
-    async def _emit(self, event_type: str, data: dict[str, Any] | None = None) -> None:
-        await self._emit_all((event_type, data or {}))
-
-    async def _emit_all(self, *events: tuple[str, dict[str, Any]]) -> None:
+    async def _emit(self, *events: ServerEvent) -> None:
         """Emit events back to back: nothing else gets a seq between them."""
         if self._closed:
             return
         async with self._emit_lock:  # seq order is send order
-            for event_type, data in events:
+            for event in events:
                 self._seq += 1
                 ts = int(time.time() * 1000)
-                await self._emit_event({"type": event_type, "seq": self._seq, "ts": ts, **data})
+                await self._emit_event(event.to_wire(seq=self._seq, ts=ts))
 
     def _spawn(
         self, what: str, function: Callable[..., Coroutine[Any, Any, None]], *args: Any
@@ -174,7 +174,7 @@ class SessionCore:
             raise
         except Exception as exc:
             log_failure(self.config.session_id, what, exc)
-            await self.handle_error("internal", "internal error")
+            await self.handle_error(ErrorCode.INTERNAL, "internal error")
 
 
 @contextlib.asynccontextmanager

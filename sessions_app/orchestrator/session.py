@@ -11,6 +11,15 @@ from sessions_app import protocol
 from sessions_app.orchestrator.config import render_template
 from sessions_app.orchestrator.core import closing_stream, log_failure
 from sessions_app.orchestrator.resumable import Resumable
+from sessions_app.protocol import (
+    CancelledEvent,
+    ErrorCode,
+    GreetingEvent,
+    PongEvent,
+    ReadyEvent,
+    ResetEvent,
+    TranscriptEvent,
+)
 from sessions_app.providers.base import (
     FinalTranscript,
     PartialTranscript,
@@ -57,21 +66,21 @@ class VoiceSession(Resumable):
             # Its first words are synthesized before `ready`, so they play right after it.
             # (A page that cannot play yet may never hear it: the TTS is not asked then.)
             await self._prepare_speech(split_sentences(greeting)[0], wait_s=GREETING_WAIT_S)
-        await self._emit("ready", {
-            "sessionId": config.session_id,
-            "resumeToken": config.resume_token,
-            "sampleRate": protocol.CLIENT_SAMPLE_RATE,
-            "ttsSampleRate": config.tts_sample_rate,
-            "protocolVersion": protocol.PROTOCOL_VERSION,
-            "mode": config.mode,
-            "llm": config.llm_name,
-            **({"notice": config.notice} if config.notice else {}),
-        })  # fmt: skip
+        await self._emit(
+            ReadyEvent(
+                session_id=config.session_id,
+                resume_token=config.resume_token,
+                tts_sample_rate=config.tts_sample_rate,
+                mode=config.mode,
+                llm=config.llm_name,
+                notice=config.notice or None,
+            )
+        )
         await self._check_voice()
         if config.mode == "voice":
             await self._open_stt()
         if greeting:
-            await self._emit("greeting", {"text": greeting})
+            await self._emit(GreetingEvent(text=greeting))
             await self._greet(greeting)
 
     async def resume(self) -> None:
@@ -98,14 +107,16 @@ class VoiceSession(Resumable):
             case protocol.ToolResultMessage():
                 await self.resolve_tool_result(message.call_id, message.result, message.error)
             case protocol.PingMessage():
-                await self._emit("pong", protocol.pong_data(message))
+                await self._emit(PongEvent.answering(message))
             case protocol.AudioReadyMessage():
                 self._audio_ready.set()
             case protocol.ConfigureMessage():
-                await self.handle_error("already_configured", "this session is already configured")
+                await self.handle_error(
+                    ErrorCode.ALREADY_CONFIGURED, "this session is already configured"
+                )
             case protocol.ResumeMessage():
                 await self.handle_error(
-                    "resume_unavailable", "resume must be the first message of a connection"
+                    ErrorCode.RESUME_UNAVAILABLE, "resume must be the first message of a connection"
                 )
 
     async def push_audio(self, pcm: bytes) -> None:
@@ -115,9 +126,13 @@ class VoiceSession(Resumable):
             if not self._audio_refused:
                 self._audio_refused = True
                 if self.config.mode != "voice":
-                    await self.handle_error("not_voice_mode", "audio is ignored in text mode")
+                    await self.handle_error(
+                        ErrorCode.NOT_VOICE_MODE, "audio is ignored in text mode"
+                    )
                 else:
-                    await self.handle_error("stt_failed", "no speech recognition is configured")
+                    await self.handle_error(
+                        ErrorCode.STT_FAILED, "no speech recognition is configured"
+                    )
             return
         stream = self._stt_stream
         if stream is None:
@@ -134,14 +149,14 @@ class VoiceSession(Resumable):
     async def cancel(self, *, played_ms: int | None = None) -> None:
         async with self._control_lock:
             if not await self._interrupt("cancel", played_ms):
-                await self._emit("cancelled", {"reason": "cancel"})
+                await self._emit(CancelledEvent(reason="cancel"))
 
     async def reset(self) -> None:
         async with self._control_lock:
             await self._interrupt("reset", None)
             self._history.clear()
             self._turn = None
-            await self._emit("reset")
+            await self._emit(ResetEvent())
 
     def take_usage(self) -> dict[str, int]:
         """What the session consumed since the last take (the last turn's end, or this)."""
@@ -150,7 +165,7 @@ class VoiceSession(Resumable):
     async def refuse_turns(self, message: str) -> None:
         """Say ``message`` (code ``quota_exceeded``); from now on no new turn starts."""
         self._turns_refused = message
-        await self.handle_error("quota_exceeded", message)
+        await self.handle_error(ErrorCode.QUOTA_EXCEEDED, message)
 
     async def current_turn_done(self, within_s: float) -> None:
         """Wait, up to ``within_s``, until the running turn is over and its audio played."""
@@ -189,18 +204,18 @@ class VoiceSession(Resumable):
         merged = {**self._variables, **(variables or {})}
         if len(merged) > protocol.VARIABLES_MAX:
             message = f"variables: at most {protocol.VARIABLES_MAX} per session; nothing changed"
-            await self.handle_error("invalid", message)
+            await self.handle_error(ErrorCode.INVALID, message)
             return
         locked = self.config.locked_variables
         changed = sorted(name for name in locked if merged.get(name) != locked[name])
         if changed:
             message = f"variables: {', '.join(changed)} fixed by the session token; nothing changed"
-            await self.handle_error("invalid", message)
+            await self.handle_error(ErrorCode.INVALID, message)
             return
         note = (text or "").strip()
         if note and self._context_notes() >= self.config.context_notes_max:
             await self.handle_error(
-                "context_limit",
+                ErrorCode.CONTEXT_LIMIT,
                 f"at most {self.config.context_notes_max} context notes per session; "
                 "nothing changed (update variables instead, or reset)",
             )
@@ -226,7 +241,7 @@ class VoiceSession(Resumable):
         try:
             stream = await self._stt.open(sample_rate=protocol.CLIENT_SAMPLE_RATE)
         except ProviderError as exc:
-            await self.handle_error("stt_failed", str(exc))
+            await self.handle_error(ErrorCode.STT_FAILED, str(exc))
             return
         finally:
             self._stt_opening = False
@@ -244,7 +259,7 @@ class VoiceSession(Resumable):
                         await self._on_stt_event(event)
                     except Exception as exc:  # one bad event must not end transcription
                         log_failure(self.config.session_id, "a speech event", exc)
-                        await self.handle_error("internal", "internal error")
+                        await self.handle_error(ErrorCode.INTERNAL, "internal error")
         except ProviderError as exc:
             await self._stt_failed(stream, exc)
 
@@ -252,7 +267,7 @@ class VoiceSession(Resumable):
         if self._stt_stream is not stream:
             return  # already reported
         self._stt_stream = None
-        await self.handle_error("stt_failed", str(exc))
+        await self.handle_error(ErrorCode.STT_FAILED, str(exc))
         with contextlib.suppress(Exception):
             await stream.aclose()
 
@@ -263,7 +278,7 @@ class VoiceSession(Resumable):
                 await self._barge_in()
         elif isinstance(event, PartialTranscript):
             if event.text.strip():
-                await self._emit("transcript", {"text": event.text, "final": False})
+                await self._emit(TranscriptEvent(text=event.text))
                 if self._interrupts(event.text):
                     await self._barge_in()
         elif isinstance(event, FinalTranscript) and event.text.strip():

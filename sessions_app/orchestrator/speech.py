@@ -11,7 +11,9 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from sessions_app.orchestrator.core import Sentence, SessionCore, Turn, closing_stream
+from sessions_app.protocol import ErrorCode, TtsDoneEvent
 from sessions_app.providers.base import TTS, ProviderError
+from sessions_app.providers.resilience import Report
 from sessions_app.voice_cleaner import clean_for_speech
 
 INTERRUPTED_MARK = "[interrupted]"
@@ -30,7 +32,7 @@ class SpeechOutput(SessionCore):
         voice = (self.config.voice or "").strip()
         problem = unavailable_voice(self._tts, voice) if self.speaks and voice else None
         if problem is not None:
-            await self.handle_error("voice_unavailable", problem)
+            await self.handle_error(ErrorCode.VOICE_UNAVAILABLE, problem)
 
     async def _prepare_speech(self, text: str, *, wait_s: float) -> None:
         """Synthesize ``text``, a sentence to be said soon, waiting for it up to ``wait_s``;
@@ -49,7 +51,7 @@ class SpeechOutput(SessionCore):
         async with closing_stream(self._tts.synthesize(speech, voice=self._voice)) as audio:
             return [chunk async for chunk in audio]
 
-    async def _audio_of(self, speech: str) -> AsyncIterator[bytes]:
+    async def _audio_of(self, speech: str, report: Report | None) -> AsyncIterator[bytes]:
         """The sentence's audio: prepared ahead if it was, else synthesized now."""
         prepared = self._prepared.pop(speech, None)
         if prepared is not None:
@@ -57,7 +59,8 @@ class SpeechOutput(SessionCore):
                 yield chunk
             return
         assert self._tts is not None
-        async with closing_stream(self._tts.synthesize(speech, voice=self._voice)) as audio:
+        stream = self._tts.synthesize(speech, voice=self._voice, report=report)
+        async with closing_stream(stream) as audio:
             async for chunk in audio:
                 yield chunk
 
@@ -72,7 +75,7 @@ class SpeechOutput(SessionCore):
         if turn.speech_task is not None:
             turn.speech_queue.put_nowait(None)
             await turn.speech_task
-        await self._emit("tts_done")
+        await self._emit(TtsDoneEvent())
 
     async def _speak(self, turn: Turn) -> None:
         assert self._tts is not None
@@ -87,7 +90,8 @@ class SpeechOutput(SessionCore):
                 turn.metrics.first_tts_request_at = self._clock()
             self._usage.tts_characters += len(speech)
             try:
-                async with closing_stream(self._audio_of(speech)) as audio:
+                report = turn.metrics.tts.add if turn.metrics is not None else None
+                async with closing_stream(self._audio_of(speech, report)) as audio:
                     async for chunk in audio:
                         self._usage.tts_audio_bytes += len(chunk)
                         metrics = turn.metrics
@@ -96,7 +100,7 @@ class SpeechOutput(SessionCore):
                         await self._play(turn, chunk)
             except ProviderError as exc:
                 turn.tts_failed = True
-                await self.handle_error("tts_failed", str(exc))
+                await self.handle_error(ErrorCode.TTS_FAILED, str(exc))
 
     async def _play(self, turn: Turn, chunk: bytes) -> None:
         """Send ``chunk`` in frames of at most ``FRAME_MAX_MS``."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from sessions_app.orchestrator.config import SettledToolCall, ToolDefinition, ToolTiming
 from sessions_app.orchestrator.core import PendingClientCall, SessionCore, Turn, log_failure
+from sessions_app.protocol import ErrorCode, ToolCallEvent, ToolStatusEvent
 from sessions_app.providers.base import ToolCall, ToolInvocation, ToolOutcome
 from tools_app.schema import ArgumentsInvalid, SchemaError, parse_arguments, validate_arguments
 
@@ -29,7 +30,8 @@ class ToolCalls(SessionCore):
         pending = self._client_calls.pop(call_id, None)
         if pending is None or pending.future.done():
             await self.handle_error(
-                "unknown_tool_call", "no tool call is waiting for this callId (finished or expired)"
+                ErrorCode.UNKNOWN_TOOL_CALL,
+                "no tool call is waiting for this callId (finished or expired)",
             )
             return
         pending.future.set_result((result, error))
@@ -150,9 +152,7 @@ class ToolCalls(SessionCore):
         turn.client_calls.add(call.id)
         timeout = self._timeout(tool)
         self._usage.client_tool_calls += 1
-        await self._emit(
-            "tool_call", {"callId": call.id, "name": tool.name, "arguments": arguments}
-        )
+        await self._emit(ToolCallEvent(call_id=call.id, name=tool.name, arguments=arguments))
         try:
             result, error = await asyncio.wait_for(future, timeout)
         except TimeoutError:
@@ -250,7 +250,7 @@ class ToolCalls(SessionCore):
             log_failure(self.config.session_id, "on_tool_settled", exc)
 
     async def _tool_status(self, call_id: str, name: str, status: str) -> None:
-        await self._emit("tool_status", {"callId": call_id, "name": name, "status": status})
+        await self._emit(ToolStatusEvent(call_id=call_id, name=name, status=status))
 
 
 def _error_content(error: str) -> str:

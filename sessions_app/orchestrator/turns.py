@@ -15,6 +15,14 @@ from sessions_app.orchestrator.core import Turn, closing_stream, log_failure
 from sessions_app.orchestrator.speech import SpeechOutput
 from sessions_app.orchestrator.tools import ToolCalls
 from sessions_app.orchestrator.usage import wire_usage
+from sessions_app.protocol import (
+    CancelledEvent,
+    ChatDeltaEvent,
+    ChatEvent,
+    ErrorCode,
+    ThinkingEvent,
+    TurnEvent,
+)
 from sessions_app.providers.base import (
     LLMDone,
     ProviderError,
@@ -45,13 +53,13 @@ class Turns(SpeechOutput, ToolCalls):
     ) -> None:
         refusal = await self._guard.turn()
         if refusal is not None:  # the running turn goes on undisturbed
-            await self.handle_error("rate_limited", refusal)
+            await self.handle_error(ErrorCode.RATE_LIMITED, refusal)
             return
         async with self._control_lock:
             if self._closed:
                 return
             if self._turns_refused is not None:
-                await self.handle_error("quota_exceeded", self._turns_refused)
+                await self.handle_error(ErrorCode.QUOTA_EXCEEDED, self._turns_refused)
                 return
             await self._interrupt("new_turn", None)
             if self._closed:  # closed meanwhile: start nothing close() would not see
@@ -66,7 +74,7 @@ class Turns(SpeechOutput, ToolCalls):
             # The LLM request goes out while `turn` is being sent; the emit lock, taken
             # before the task first runs, keeps `turn` and `thinking` ahead of its events.
             turn.task = self._spawn("turn", self._run_turn, turn)
-            await self._emit_all(("turn", {"text": text}), ("thinking", {}))
+            await self._emit(TurnEvent(text=text), ThinkingEvent())
 
     async def _greet(self, greeting: str) -> None:
         self._turn_ids += 1
@@ -92,13 +100,13 @@ class Turns(SpeechOutput, ToolCalls):
         try:
             await self._converse(turn)
         except ProviderError as exc:
-            await self.handle_error(exc.code or "llm_failed", str(exc))
+            await self.handle_error(exc.code, str(exc))
             await self._abandon(turn)  # its metrics are the turn's last event
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log_failure(self.config.session_id, "a turn", exc)
-            await self.handle_error("internal", "internal error")
+            await self.handle_error(ErrorCode.INTERNAL, "internal error")
             await self._abandon(turn)
         else:
             await self._finish_turn(turn, "completed")
@@ -128,7 +136,7 @@ class Turns(SpeechOutput, ToolCalls):
             break
         if not turn.text.strip():
             self._reply_instead_of_nothing(turn)
-        await self._emit("chat", {"text": turn.text, "steps": turn.steps})
+        await self._emit(ChatEvent(text=turn.text, steps=turn.steps))
         if self.speaks:
             await self._finish_speech(turn)
 
@@ -161,11 +169,13 @@ class Turns(SpeechOutput, ToolCalls):
         metrics.llm_rounds += 1
         refusal = await self._guard.llm_request()
         if refusal is not None:
-            raise ProviderError(refusal, code="rate_limited")
+            raise ProviderError(refusal, code=ErrorCode.RATE_LIMITED)
         turn.round_request_at = self._clock()
         if metrics.llm_request_at is None:
             metrics.llm_request_at = turn.round_request_at
-        stream = self._llm.stream(messages=messages, tools=tools, model=self.config.model)
+        stream = self._llm.stream(
+            messages=messages, tools=tools, model=self.config.model, report=metrics.llm.add
+        )
         done: LLMDone | None = None
         try:
             async with closing_stream(stream) as events:
@@ -212,7 +222,7 @@ class Turns(SpeechOutput, ToolCalls):
         turn.text += text
         for sentence in splitter.push(text) if splitter else ():
             self._say(turn, sentence)
-        await self._emit("chat_delta", {"text": text})
+        await self._emit(ChatDeltaEvent(text=text))
 
     async def _finish_turn(
         self, turn: Turn, outcome: Literal["completed", "cancelled", "failed"]
@@ -226,7 +236,7 @@ class Turns(SpeechOutput, ToolCalls):
             return
         metrics.end_at, metrics.outcome = self._clock(), outcome
         # The turn's usage: what the session consumed since the previous turn ended.
-        await self._emit("metrics", {**metrics.as_event(), "usage": wire_usage(self._usage.take())})
+        await self._emit(metrics.as_event(usage=wire_usage(self._usage.take())))
         if self._on_turn_metrics is not None:
             try:
                 self._on_turn_metrics(metrics)
@@ -252,7 +262,7 @@ class Turns(SpeechOutput, ToolCalls):
             played_ms = self._estimated_played_ms(turn)
         turn.interrupted = True
         await _stop(turn.task, turn.speech_task)
-        await self._emit("cancelled", {"reason": reason})
+        await self._emit(CancelledEvent(reason=reason))
         await self._cancel_client_calls(turn)
         self._cut_history(turn, played_ms)
         await self._finish_turn(turn, "cancelled")

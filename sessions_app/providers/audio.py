@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import soxr
 
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers.base import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class OfflineModel:
     """
 
     def __init__(
-        self, load: Callable[[], Any], *, executor: Executor, failure: str, code: str
+        self, load: Callable[[], Any], *, executor: Executor, failure: str, code: ErrorCode
     ) -> None:
         self._load, self._executor = load, executor
         self._failure, self._code = failure, code

@@ -1,9 +1,9 @@
 """Provider interfaces: one small abstract interface per kind (STT, LLM, TTS, tools).
 
 The orchestrator only sees these types. Adapters live one per module beside this file
-and are registered by name in ``registry.py``. Retries and fallbacks belong to the
-caller, never to vendor modules; an adapter raises ``ProviderError`` saying whether
-a retry could help.
+and are registered by name in ``registry.py``. Retries and fallbacks belong to
+``resilience``, never to vendor modules; an adapter raises ``ProviderError`` saying
+whether a retry could help, and why it failed.
 """
 
 from __future__ import annotations
@@ -13,21 +13,57 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sessions_app.protocol import ErrorCode
+
+# Why a provider failed, in a word: what metrics and session records say about a retry
+# or a fallback (never the provider's own message, which may quote the request).
+REASON_TIMEOUT = "timeout"
+REASON_UNREACHABLE = "unreachable"  # could not connect at all
+REASON_BROKEN = "connection_broken"  # the connection dropped mid-answer
+REASON_RATE_LIMITED = "rate_limited"  # HTTP 429
+REASON_SERVER_ERROR = "server_error"  # HTTP 5xx, or an error the provider streamed
+REASON_AUTH = "auth_failed"  # HTTP 401/403: a wrong or missing key
+REASON_REFUSED = "request_refused"  # another HTTP 4xx
+REASON_BAD_RESPONSE = "bad_response"  # an answer that could not be read
+REASON_FAILED = "failed"  # anything else
+FAILURE_REASONS = frozenset({
+    REASON_TIMEOUT, REASON_UNREACHABLE, REASON_BROKEN, REASON_RATE_LIMITED, REASON_SERVER_ERROR,
+    REASON_AUTH, REASON_REFUSED, REASON_BAD_RESPONSE, REASON_FAILED,
+})  # fmt: skip
+
+
+def status_reason(status: int) -> str:
+    """The failure reason of an HTTP error status."""
+    if status == 429:
+        return REASON_RATE_LIMITED
+    if status in (401, 403):
+        return REASON_AUTH
+    if status == 408:
+        return REASON_TIMEOUT
+    return REASON_SERVER_ERROR if status >= 500 else REASON_REFUSED
+
 
 class ProviderError(Exception):
-    """A provider failed. ``code`` is the wire error code (``llm_failed``, ``stt_failed``…)."""
+    """A provider failed. ``code`` is the wire error code (``llm_failed``, ``stt_failed``…).
 
-    def __init__(self, message: str, *, code: str, retryable: bool = False) -> None:
+    ``retryable``: the same request may well succeed a moment later (``resilience`` retries
+    it). ``reason`` is one of ``FAILURE_REASONS``.
+    """
+
+    def __init__(
+        self, message: str, *, code: ErrorCode, retryable: bool = False, reason: str = REASON_FAILED
+    ) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = ErrorCode(code)  # a code the protocol does not know raises ValueError
         self.retryable = retryable
+        self.reason = reason
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    streaming: bool = True
-    tools: bool = False
-    sample_rate: int | None = None  # audio providers: the rate they consume/produce
+    tools: bool = False  # LLMs: function calling (a fallback without it serves no tool turn)
+    # Audio providers: the rate they consume/produce (a TTS fallback must match the primary).
+    sample_rate: int | None = None
     offline: bool = False  # runs without any network (embedded default)
     # TTS: the voice names it can speak (its default first); None: any name, the vendor
     # itself refuses one it does not have.

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers.base import (
     LLM,
     STT,
@@ -202,7 +203,7 @@ class FakeSTTStream(STTStream):
 
     async def push_audio(self, pcm16: bytes) -> None:
         if self.closed:
-            raise ProviderError("stream is closed", code="stt_failed")
+            raise ProviderError("stream is closed", code=ErrorCode.STT_FAILED)
         self.received_bytes += len(pcm16)
         frame_ms = 1000 * (len(pcm16) // 2) / self.sample_rate
         if rms(pcm16) >= self._owner.threshold:

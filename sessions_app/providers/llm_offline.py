@@ -21,7 +21,7 @@ _WORD = re.compile(r"\S+\s*")
 
 class OfflineLLM(LLM):
     name = "offline"
-    capabilities = Capabilities(streaming=True, tools=False, offline=True)
+    capabilities = Capabilities(tools=False, offline=True)
 
     async def stream(
         self,

@@ -20,7 +20,8 @@ from urllib.parse import urlparse
 
 import aiohttp
 
-from sessions_app.providers import http_pool
+from sessions_app.protocol import ErrorCode
+from sessions_app.providers import base, http_pool
 from sessions_app.providers.base import (
     LLM,
     Capabilities,
@@ -35,7 +36,7 @@ from sessions_app.providers.base import (
 
 logger = logging.getLogger(__name__)
 
-ERROR_CODE = "llm_failed"
+ERROR_CODE = ErrorCode.LLM_FAILED
 FLAVORS = ("auto", "openai", "assemblyai")
 _MAX_PROVIDER_MESSAGE = 200
 _BLANK_CONTENT_STAND_IN = "..."
@@ -60,7 +61,7 @@ _SSE_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 class OpenAICompatibleLLM(LLM):
     name = "openai"
-    capabilities = Capabilities(streaming=True, tools=True)
+    capabilities = Capabilities(tools=True)
 
     def __init__(
         self,
@@ -273,7 +274,12 @@ class _ResponseState:
             raise _malformed("the LLM stream sent an event that is not a JSON object")
         if chunk.get("error") is not None:
             message = _provider_message(chunk)
-            raise ProviderError(f"LLM provider error: {message}", code=ERROR_CODE, retryable=True)
+            raise ProviderError(
+                f"LLM provider error: {message}",
+                code=ERROR_CODE,
+                retryable=True,
+                reason=base.REASON_SERVER_ERROR,
+            )
         self.saw_chunk = True
         self.usage = _int_usage(chunk.get("usage")) or self.usage
         choice = _first_choice(chunk.get("choices"))
@@ -315,6 +321,7 @@ class _ResponseState:
             "the LLM stream ended before the response was complete",
             code=ERROR_CODE,
             retryable=True,
+            reason=base.REASON_BROKEN,
         )
 
     def final_events(self) -> list[LLMEvent]:
@@ -408,7 +415,7 @@ def _int_usage(usage: Any) -> dict[str, int]:
 
 
 def _malformed(message: str) -> ProviderError:
-    return ProviderError(message, code=ERROR_CODE, retryable=False)
+    return ProviderError(message, code=ERROR_CODE, retryable=False, reason=base.REASON_BAD_RESPONSE)
 
 
 def _not_a_stream(content_type: str) -> ProviderError:
@@ -433,7 +440,10 @@ async def _raise_for_status(response: aiohttp.ClientResponse) -> None:
     retryable = status in (408, 429) or status >= 500
     logger.warning("LLM provider answered HTTP %s (retryable=%s)", status, retryable)
     raise ProviderError(
-        f"LLM provider returned HTTP {status}: {message}", code=ERROR_CODE, retryable=retryable
+        f"LLM provider returned HTTP {status}: {message}",
+        code=ERROR_CODE,
+        retryable=retryable,
+        reason=base.status_reason(status),
     )
 
 
@@ -458,15 +468,19 @@ def _provider_message(body: Any) -> str:
 
 
 def _transport_error(exc: Exception) -> ProviderError:
+    reason, retryable = base.REASON_BAD_RESPONSE, False
     if isinstance(exc, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
         message, retryable = "the LLM provider did not answer in time", True
+        reason = base.REASON_TIMEOUT
     elif isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
-        message, retryable = "the LLM base URL is not an http(s) URL", False
+        message, reason = "the LLM base URL is not an http(s) URL", base.REASON_UNREACHABLE
     elif isinstance(exc, aiohttp.ClientConnectorError):
         message, retryable = "could not connect to the LLM provider", True
+        reason = base.REASON_UNREACHABLE
     elif isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ClientConnectionError):
         message, retryable = "the connection to the LLM provider broke", True
+        reason = base.REASON_BROKEN
     else:
-        message, retryable = "the LLM response could not be read", False
+        message = "the LLM response could not be read"
     logger.warning("LLM request failed: %s (%s)", message, type(exc).__name__)
-    return ProviderError(message, code=ERROR_CODE, retryable=retryable)
+    return ProviderError(message, code=ERROR_CODE, retryable=retryable, reason=reason)

@@ -30,6 +30,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.frames import Close
 
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers.base import (
     STT,
     Capabilities,
@@ -47,7 +48,7 @@ logger = logging.getLogger(__name__)
 _WS_LOGGER = logging.getLogger(f"{__name__}.websocket")
 _WS_LOGGER.setLevel(logging.INFO)
 
-ERROR_CODE = "stt_failed"
+ERROR_CODE = ErrorCode.STT_FAILED
 DEFAULT_BASE_URL = "https://streaming.assemblyai.com"
 # Named explicitly: the server-side default has moved between models over time, and the
 # turn settings below are Universal-Streaming's.

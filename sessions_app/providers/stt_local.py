@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers import stt_local_turn, stt_local_vad
 from sessions_app.providers.audio import OfflineModel, pcm16_to_float
 from sessions_app.providers.base import (
@@ -54,7 +55,7 @@ from sessions_app.providers.base import (
 
 logger = logging.getLogger(__name__)
 
-ERROR_CODE = "stt_failed"
+ERROR_CODE = ErrorCode.STT_FAILED
 WHISPER_RATE = stt_local_vad.RATE
 WINDOW_MS = stt_local_vad.WINDOW_MS
 _WINDOW_BYTES = stt_local_vad.WINDOW * 2

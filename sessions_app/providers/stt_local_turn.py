@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers.audio import OfflineModel
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ _MODEL = OfflineModel(
     executor=_EXECUTOR,
     failure="the end-of-turn model could not be loaded "
     "(run: python -m sessions_app.providers.stt_local_turn install)",
-    code="stt_failed",
+    code=ErrorCode.STT_FAILED,
 )
 
 

@@ -23,11 +23,13 @@ from websockets.exceptions import (
 )
 from websockets.frames import CloseCode
 
+from sessions_app.protocol import ErrorCode
+from sessions_app.providers import base
 from sessions_app.providers.base import ProviderError
 
 logger = logging.getLogger(__name__)
 
-ERROR_CODE = "tts_failed"
+ERROR_CODE = ErrorCode.TTS_FAILED
 _MAX_PROVIDER_MESSAGE = 200
 # A barge-in closes the socket: wait this long for the vendor's close frame, then drop it.
 _CLOSE_TIMEOUT_S = 1.0
@@ -83,9 +85,11 @@ class Vendor:
     name: str  # "ElevenLabs"
     key_setting: str  # "ELEVENLABS_API_KEY"
 
-    def error(self, message: str, *, retryable: bool) -> ProviderError:
+    def error(
+        self, message: str, *, retryable: bool, reason: str = base.REASON_FAILED
+    ) -> ProviderError:
         logger.warning("%s text-to-speech failed (retryable=%s)", self.name, retryable)
-        return ProviderError(message, code=ERROR_CODE, retryable=retryable)
+        return ProviderError(message, code=ERROR_CODE, retryable=retryable, reason=reason)
 
     def quote(self, message: object, *, secrets: Iterable[str]) -> str:
         """The vendor's own words, safe to show: no secrets, no spoken text, bounded."""
@@ -105,26 +109,41 @@ class Vendor:
             return self.key_error(f"HTTP {status}")
         retryable = status in (408, 429) or status >= 500
         suffix = f": {detail}" if detail else ""
-        return self.error(f"{self.name} returned HTTP {status}{suffix}", retryable=retryable)
+        return self.error(
+            f"{self.name} returned HTTP {status}{suffix}",
+            retryable=retryable,
+            reason=base.status_reason(status),
+        )
 
     def key_error(self, detail: str) -> ProviderError:
         # Vendors quote (part of) the rejected key back: their message is not shown.
         return self.error(
             f"{self.name} rejected the API key ({detail}); check {self.key_setting}",
             retryable=False,
+            reason=base.REASON_AUTH,
         )
 
     def timeout_error(self, timeout_s: float) -> ProviderError:
-        return self.error(f"{self.name} did not answer within {timeout_s:g} s", retryable=True)
+        return self.error(
+            f"{self.name} did not answer within {timeout_s:g} s",
+            retryable=True,
+            reason=base.REASON_TIMEOUT,
+        )
 
     def unreachable_error(self) -> ProviderError:
-        return self.error(f"could not connect to {self.name}", retryable=True)
+        return self.error(
+            f"could not connect to {self.name}", retryable=True, reason=base.REASON_UNREACHABLE
+        )
 
     def broken_error(self) -> ProviderError:
-        return self.error(f"the connection to {self.name} broke", retryable=True)
+        return self.error(
+            f"the connection to {self.name} broke", retryable=True, reason=base.REASON_BROKEN
+        )
 
     def garbage_error(self, what: str) -> ProviderError:
-        return self.error(f"{self.name} sent {what}", retryable=False)
+        return self.error(
+            f"{self.name} sent {what}", retryable=False, reason=base.REASON_BAD_RESPONSE
+        )
 
 
 # ---------------------------------------------------------------- WebSocket vendors

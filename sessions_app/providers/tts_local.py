@@ -18,12 +18,13 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from sessions_app.protocol import ErrorCode
 from sessions_app.providers.audio import OfflineModel, float_to_pcm16, resample
 from sessions_app.providers.base import TTS, Capabilities, ProviderError
 
 logger = logging.getLogger(__name__)
 
-ERROR_CODE = "tts_failed"
+ERROR_CODE = ErrorCode.TTS_FAILED
 VOICES = ("joe",)
 
 _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-tts")

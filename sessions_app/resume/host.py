@@ -38,6 +38,7 @@ from django.conf import settings
 
 from sessions_app import access, live, metrics, protocol
 from sessions_app.orchestrator import SERVER_TOOL_GRACE_S, SessionConfig, VoiceSession
+from sessions_app.protocol import ErrorCode
 from sessions_app.records import SessionRecorder
 from sessions_app.resume.store import EVENTS_KEPT, ResumeStore, resume_store
 
@@ -51,8 +52,12 @@ USAGE_EVERY_S = 60.0
 TURN_SETTLE_S = 10.0  # how long a handover waits for a turn without server tools
 # Events after which the snapshot is written again.
 STATE_EVENTS = frozenset(
-    {"ready", "greeting", "turn", "tool_call", "tool_status", "chat", "cancelled", "reset",
-     "metrics"}
+    event.TYPE
+    for event in (
+        protocol.ReadyEvent, protocol.GreetingEvent, protocol.TurnEvent, protocol.ToolCallEvent,
+        protocol.ToolStatusEvent, protocol.ChatEvent, protocol.CancelledEvent,
+        protocol.ResetEvent, protocol.MetricsEvent,
+    )
 )  # fmt: skip
 
 # Sessions run by this process, by id. Module level on purpose: a session outlives the
@@ -240,7 +245,7 @@ class SessionHost:
                 )  # fmt: skip
             self._sent_seq = last_seq
             for event in missed:
-                if event["type"] == "ready":  # logged without its token (see emit)
+                if event["type"] == protocol.ReadyEvent.TYPE:  # logged without its token
                     event = {**event, "resumeToken": resume_token}
                 await self._deliver(sink, event)
             self._sink = sink
@@ -291,7 +296,7 @@ class SessionHost:
                 await live.release(pool=pool, session_id=self.session_id)
         await self._groups("group_discard")
 
-    async def terminate(self, code: str, message: str, close_code: int) -> None:
+    async def terminate(self, code: ErrorCode, message: str, close_code: int) -> None:
         """End the session for a reason the client is told (``error`` ``code``), closing its
         socket with ``close_code``. Nothing can resume it."""
         if self._state != "running":
@@ -327,19 +332,23 @@ class SessionHost:
                 _run_unowned(self.terminate(*reason), "session-host terminate")
                 return
 
-    def _overdue(self) -> tuple[str, str, int] | None:
+    def _overdue(self) -> tuple[ErrorCode, str, int] | None:
         session = self.session
         if session is None or self._state != "running":
             return None
         config, now = session.config, time.time()
         if self._key_expires_at is not None and now >= self._key_expires_at:
-            return "key_expired", "this session's API key expired", access.CLOSE_BAD_KEY
+            return ErrorCode.KEY_EXPIRED, "this session's API key expired", access.CLOSE_BAD_KEY
         if config.max_duration_s and now - config.started_at >= config.max_duration_s:
             limit = f"{config.max_duration_s / 60:g} minutes"
-            return "session_too_long", f"sessions last at most {limit}", access.CLOSE_TOO_LONG
+            return (
+                ErrorCode.SESSION_TOO_LONG,
+                f"sessions last at most {limit}",
+                access.CLOSE_TOO_LONG,
+            )
         if config.idle_timeout_s and session.idle_s >= config.idle_timeout_s:
             return (
-                "session_idle",
+                ErrorCode.SESSION_IDLE,
                 f"nothing was said or typed for {config.idle_timeout_s:g} s",
                 access.CLOSE_IDLE,
             )
@@ -386,7 +395,7 @@ class SessionHost:
         self._recorder.observe(event)
         metrics.observe_event(event)
         logged = event
-        if event["type"] == "ready":  # the store never holds a resume token
+        if event["type"] == protocol.ReadyEvent.TYPE:  # the store never holds a resume token
             logged = {k: v for k, v in event.items() if k != "resumeToken"}
         self._log.append(logged)
         self._unwritten.append(logged)
@@ -525,11 +534,11 @@ class SessionHost:
     async def _ended_by_workspace(self, message: dict[str, Any]) -> None:
         if message.get("reason") == "key_revoked":
             await self.terminate(
-                "key_revoked", "this session's API key was revoked", access.CLOSE_BAD_KEY
+                ErrorCode.KEY_REVOKED, "this session's API key was revoked", access.CLOSE_BAD_KEY
             )
         else:
             await self.terminate(
-                "session_ended", "the workspace ended this session", access.CLOSE_ENDED
+                ErrorCode.SESSION_ENDED, "the workspace ended this session", access.CLOSE_ENDED
             )
 
     async def _hand_over(self) -> None:

@@ -35,8 +35,13 @@ def installed(name: str) -> tuple[str, Path]:
 
 
 def build(name: str, platform: Platform, out: Path) -> Path:
-    """``vite build`` of examples/NAME for this platform."""
+    """``tsc`` (the types are the library's own, frontend/lib/*.d.ts) then ``vite build`` of
+    examples/NAME for this platform."""
     npm, source = installed(name)
+    typecheck = subprocess.run(
+        [npm, "exec", "--", "tsc", "--noEmit"], cwd=source, timeout=600, capture_output=True
+    )
+    assert typecheck.returncode == 0, typecheck.stdout.decode()
     env = {
         **os.environ,
         "VITE_PLATFORM_URL": platform.url,

@@ -41,6 +41,13 @@ ORPHEUS_KEY = "orpheus-key-0a1b2c"
 SAID = "my account number is 4417 1234"  # what the user typed: never in an error
 
 
+@pytest.fixture(autouse=True)
+def _met_once(settings: Any) -> None:
+    # Each fault is met once, on the path that reports it: what a retry or a fallback
+    # makes of a passing fault is tests/sessions_app/test_resilience.py's business.
+    settings.PROVIDER_RETRY_DELAYS_MS = []
+
+
 @pytest.fixture
 async def llm(settings: Any) -> AsyncIterator[FakeOpenAIServer]:
     async with FakeOpenAIServer() as server:

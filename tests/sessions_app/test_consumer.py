@@ -289,10 +289,11 @@ async def test_audio_frames_skip_the_per_message_database_cleanup(tenant, llm, m
     assert after_text == after_audio + 1  # a text frame still gets one
 
 
-async def test_llm_failure_is_an_error_and_the_next_turn_works(tenant, llm):
+async def test_llm_failure_is_an_error_and_the_next_turn_works(tenant, llm, settings):
     from tests.fakes.openai_server import HttpError
 
-    llm.script(HttpError(500, "upstream exploded"))
+    for _attempt in range(1 + len(settings.PROVIDER_RETRY_DELAYS_MS)):  # it fails every retry
+        llm.script(HttpError(500, "upstream exploded"))
     llm.script(text_reply("Fine now."))
     async with Client(url(tenant)) as client:
         await configured(client)

@@ -53,7 +53,7 @@ ERROR_CODES = {
     "not_voice_mode", "llm_failed", "stt_failed", "tts_failed", "agent_not_allowed",
     "inline_config_refused", "too_many_sessions", "configure_timeout", "invalid_key",
     "secret_key_refused", "origin_not_allowed", "bad_protocol", "inline_code_refused",
-    "context_limit",
+    "context_limit", "too_many_messages", "audio_too_fast",
 }  # fmt: skip
 MALFORMED = {"bad_json", "bad_message", "unknown_type", "invalid", "frame_too_large"}
 REFUSALS = {
@@ -390,6 +390,7 @@ def fuzz_site(settings: Any, caplog: pytest.LogCaptureFixture) -> None:
     settings.WS_CONNECTIONS_PER_MINUTE = settings.SESSIONS_PER_ADDRESS = 10_000
     settings.TURNS_PER_MINUTE = settings.LLM_REQUESTS_PER_MINUTE = 100_000
     settings.CONTEXT_NOTES_MAX = 100_000
+    settings.WS_MESSAGES_PER_SECOND, settings.AUDIO_MAX_SPEED = 100_000, 100.0
     settings.LLM_API_KEY = "test-llm-key"
     caplog.set_level(logging.WARNING)  # on the root logger: sessions_app, channels, asyncio…
 

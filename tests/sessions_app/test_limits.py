@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 
 from secrets_app import services as key_services
 from secrets_app.models import ApiKey
-from sessions_app import live
+from sessions_app import limits, live
 from sessions_app import services as agent_services
 from sessions_app.models import Session
 from sessions_app.orchestrator.budget import TRIMMED_NOTE, fit_history
@@ -184,6 +184,81 @@ def test_trimming_keeps_tool_calls_with_their_results() -> None:
     fitted = fit_history(system, old + running, max_bytes=2000)
     assert fitted == [*system, {"role": "system", "content": TRIMMED_NOTE}, *running]
     assert fit_history(system, old + running, max_bytes=100_000) == system + old + running
+
+
+# ---------------------------------------------------------------- floods
+
+
+def test_a_socket_may_send_a_burst_then_its_rate(settings):
+    settings.WS_MESSAGES_PER_SECOND = 100
+    now = [0.0]
+    budget = limits.InboundBudget(clock=lambda: now[0])
+    assert all(budget.message() is None for _ in range(500))  # five seconds' worth at once
+    refused = budget.message()
+    assert refused == ("too_many_messages", "more than 100 messages a second on one socket")
+    now[0] += 1.0
+    assert all(budget.message() is None for _ in range(100))
+    assert budget.message() is not None
+
+
+def test_audio_spoken_in_real_time_never_runs_out_and_a_flood_does(settings):
+    settings.AUDIO_MAX_SPEED = 2.0
+    now = [0.0]
+    budget = limits.InboundBudget(clock=lambda: now[0])
+    frame = 1_280  # 40 ms of 16 kHz PCM16, as client.js sends it
+    for _ in range(25 * 600):  # ten minutes of microphone
+        now[0] += 0.04
+        assert budget.message() is None and budget.audio(frame) is None
+    sent = 0
+    while budget.audio(frame) is None:  # the same socket, now as fast as it can
+        sent += 1
+    assert 249 <= sent <= 250  # ten seconds of audio at once (floats), then refused
+    assert budget.audio(frame) == ("audio_too_fast", "audio arrived faster than 2 times real time")
+
+
+async def test_a_flood_of_messages_ends_that_session_and_disturbs_no_one(tenant, echo):
+    user = await started(tenant.publishable_key, address="198.51.100.9")
+    flooder = await started(tenant.publishable_key)
+    ready = next(event for event in flooder.events if event["type"] == "ready")
+
+    async def flood() -> None:
+        for n in range(10_000):
+            await flooder.send({"type": "ping", "t": n})
+
+    began = time.monotonic()
+
+    async def converse() -> None:
+        for _ in range(3):
+            await talks(user)
+
+    await asyncio.gather(flood(), converse())
+    error = await flooder.until("error")
+    assert error["code"] == "too_many_messages"
+    assert await flooder.closed() == 4029
+    answered = len([event for event in flooder.events if event["type"] == "pong"])
+    assert answered <= 500 + 100 * (time.monotonic() - began)  # the burst, then the rate
+    await talks(user)
+    again = Client(url(tenant.publishable_key), address="203.0.113.5")
+    await again.__aenter__()
+    await again.send({"type": "resume", "sessionId": ready["sessionId"],
+                      "resumeToken": ready["resumeToken"], "lastSeq": 0})  # fmt: skip
+    assert (await again.next())["code"] == "resume_unavailable"  # it ended for good
+    await again.ws.disconnect()
+    await user.ws.disconnect()
+
+
+async def test_audio_faster_than_speech_ends_that_session(tenant, echo):
+    voice = {"type": "configure", "mode": "voice", "instructions": "Be brief."}
+    flooder = await started(tenant.publishable_key, config=voice)
+    user = await started(tenant.publishable_key, address="198.51.100.9")
+    frame = b"\0" * 3_200  # 100 ms
+    for _ in range(300):  # 30 s of audio at once
+        await flooder.send_raw(data=frame)
+    error = await flooder.until("error", timeout=10)
+    assert error["code"] == "audio_too_fast"
+    assert await flooder.closed() == 4029
+    await talks(user)
+    await user.ws.disconnect()
 
 
 # ---------------------------------------------------------------- idle and too long

@@ -204,6 +204,8 @@ async def test_the_outsider_sees_nothing_of_a_tenant_in_metrics(llm, settings) -
         "code": metrics.ERROR_CODES | {"other"},
         "outcome": metrics.TURN_OUTCOMES | metrics.TOOL_OUTCOMES | {"other"},
         "stage": set(metrics.STAGES.values()),
+        "kind": set(metrics.PROVIDER_KINDS),
+        "reason": metrics.FAILURE_REASONS | {"other"},
     }
     for name, labels in samples:
         for label, label_value in labels:

@@ -1,12 +1,20 @@
 from __future__ import annotations
 
+import itertools
 import json
+import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sessions_app import protocol
+from sessions_app import metrics, protocol
+from sessions_app.orchestrator import ToolDefinition
 from sessions_app.protocol import ProtocolError, decode
+from sessions_app.providers.base import ProviderError
+from sessions_app.providers.fake import FakeLLM, FakeSTT, tool_call
+from tests.sessions_app.harness import Harness, started
 
 
 def frame(**fields: Any) -> str:
@@ -360,3 +368,188 @@ def test_both_codecs_decode_v1_client_messages(name: str) -> None:
     assert codec.decode(frame(type="text", text="hi")) == protocol.TextMessage(text="hi")
     with pytest.raises(ProtocolError):
         codec.decode(frame(type="nope"))
+
+
+# ---------------------------------------------------------------- server events
+
+METRICS_WIRE: dict[str, Any] = {
+    "turnId": 2,
+    "source": "speech",
+    "outcome": "completed",
+    "endOfUtteranceMs": 400.0,
+    "sttFinalMs": 12.5,
+    "llmFirstTokenMs": 230.1,
+    "ttsFirstByteMs": None,
+    "firstAudioMs": None,
+    "turnMs": 910.0,
+    "llmRounds": 2,
+    "tools": [{"name": "get_weather", "status": "completed", "ms": 31.0}],
+    "timeline": [{"stage": "turn", "startMs": 0.0, "endMs": 910.0}],
+    "llm": {"provider": "platform:gpt", "retries": 1, "fallbackReason": None},
+    "tts": None,
+    "usage": {"llmRequests": 2, "promptTokens": 120},
+}
+NOTICE = {"message": "No language model is connected.", "setupUrl": "/dashboard/llm/"}
+
+# Each event as the emitters build it, and the exact wire dict sent for it (without seq, ts).
+WIRE_SHAPES: list[tuple[protocol.ServerEvent, dict[str, Any]]] = [
+    (
+        protocol.ReadyEvent(
+            session_id="s1", resume_token="r1", tts_sample_rate=24_000, mode="voice", llm="gpt"
+        ),
+        {"type": "ready", "sessionId": "s1", "resumeToken": "r1", "sampleRate": 16_000,
+         "ttsSampleRate": 24_000, "protocolVersion": 1, "mode": "voice", "llm": "gpt"},
+    ),
+    (
+        protocol.ReadyEvent(
+            session_id="s1", resume_token="r1", tts_sample_rate=24_000, mode="text",
+            llm="offline", notice=NOTICE,
+        ),
+        {"type": "ready", "sessionId": "s1", "resumeToken": "r1", "sampleRate": 16_000,
+         "ttsSampleRate": 24_000, "protocolVersion": 1, "mode": "text", "llm": "offline",
+         "notice": NOTICE},
+    ),
+    (protocol.GreetingEvent(text="Hi!"), {"type": "greeting", "text": "Hi!"}),
+    (protocol.TranscriptEvent(text="wha"), {"type": "transcript", "text": "wha", "final": False}),
+    (protocol.TurnEvent(text="what time"), {"type": "turn", "text": "what time"}),
+    (protocol.ThinkingEvent(), {"type": "thinking"}),
+    (protocol.ChatDeltaEvent(text="It is "), {"type": "chat_delta", "text": "It is "}),
+    (
+        protocol.ChatEvent(text="It is 21 °C.", steps=["Using get_weather"]),
+        {"type": "chat", "text": "It is 21 °C.", "steps": ["Using get_weather"]},
+    ),
+    (
+        protocol.ToolCallEvent(call_id="c1", name="open_file", arguments={"path": "a.py"}),
+        {"type": "tool_call", "callId": "c1", "name": "open_file", "arguments": {"path": "a.py"}},
+    ),
+    (
+        protocol.ToolStatusEvent(call_id="c1", name="get_weather", status="timed_out"),
+        {"type": "tool_status", "callId": "c1", "name": "get_weather", "status": "timed_out"},
+    ),
+    (protocol.TtsDoneEvent(), {"type": "tts_done"}),
+    (protocol.CancelledEvent(reason="barge_in"), {"type": "cancelled", "reason": "barge_in"}),
+    (
+        protocol.MetricsEvent(
+            turn_id=2, source="speech", outcome="completed", end_of_utterance_ms=400.0,
+            stt_final_ms=12.5, llm_first_token_ms=230.1, tts_first_byte_ms=None,
+            first_audio_ms=None, turn_ms=910.0, llm_rounds=2,
+            tools=METRICS_WIRE["tools"], timeline=METRICS_WIRE["timeline"],
+            llm=METRICS_WIRE["llm"], tts=None, usage=METRICS_WIRE["usage"],
+        ),
+        {"type": "metrics", **METRICS_WIRE},
+    ),
+    (protocol.ResetEvent(), {"type": "reset"}),
+    (protocol.PongEvent(), {"type": "pong"}),
+    (protocol.PongEvent(t=0), {"type": "pong", "t": 0}),
+    (
+        protocol.ErrorEvent(code=protocol.ErrorCode.LLM_FAILED, message="the model timed out"),
+        {"type": "error", "code": "llm_failed", "message": "the model timed out"},
+    ),
+]  # fmt: skip
+
+
+def test_every_server_event_type_has_its_wire_shape_checked() -> None:
+    assert {type(event) for event, _ in WIRE_SHAPES} == set(protocol.SERVER_EVENTS.values())
+    assert {event.TYPE for event in protocol.SERVER_EVENTS.values()} == set(protocol.SERVER_EVENTS)
+
+
+@pytest.mark.parametrize(("event", "wire"), WIRE_SHAPES, ids=lambda x: getattr(x, "TYPE", ""))
+def test_server_events_round_trip_to_the_wire_shape(
+    event: protocol.ServerEvent, wire: dict[str, Any]
+) -> None:
+    sent = event.to_wire(seq=9, ts=1_700_000_000_123)
+    assert sent == {**wire, "seq": 9, "ts": 1_700_000_000_123}
+    assert list(sent)[:3] == ["type", "seq", "ts"]
+    assert protocol.event_from_wire(sent) == event
+    assert json.loads(protocol.V1Codec().encode(sent)) == sent
+
+
+def test_error_codes_go_out_as_plain_strings() -> None:
+    event = protocol.ErrorEvent(code=protocol.ErrorCode.BAD_JSON, message="x")
+    assert type(event.data()["code"]) is str
+    assert protocol.V1Codec().encode(event.to_wire(seq=1, ts=0)) == (
+        '{"type":"error","seq":1,"ts":0,"code":"bad_json","message":"x"}'
+    )
+
+
+def test_a_code_outside_the_enum_cannot_be_emitted() -> None:
+    with pytest.raises(ValueError, match="made_up"):
+        protocol.ErrorEvent(code="made_up", message="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="made_up"):
+        ProviderError("the vendor said no", code="made_up")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="made_up"):
+        ProtocolError("made_up", "x")  # type: ignore[arg-type]
+
+
+async def test_a_session_sends_no_error_with_an_unknown_code(
+    make: Callable[..., Harness],
+) -> None:
+    harness = await started(make)
+    await harness.session.handle_error("made_up", "x")  # type: ignore[arg-type]
+    await harness.session.handle_error(protocol.ErrorCode.INTERNAL, "internal error")
+    assert [event["code"] for event in harness.of_type("error")] == ["internal"]
+
+
+def test_unknown_server_events_and_fields_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown server event type"):
+        protocol.event_from_wire({"type": "tool_result", "seq": 1, "ts": 0})
+    with pytest.raises(ValueError, match="has no field 'colour'"):
+        protocol.event_from_wire({"type": "turn", "seq": 1, "ts": 0, "text": "x", "colour": 1})
+
+
+async def test_everything_a_session_emits_is_a_registered_event(
+    make: Callable[..., Harness],
+) -> None:
+    """Emitters build typed events: each wire dict decodes and re-encodes unchanged."""
+    weather = ToolDefinition(name="get_weather", handler="async () => ({temp: 21})")
+    open_file = ToolDefinition(name="open_file", client=True)
+    llm = FakeLLM(
+        script=[
+            [tool_call("get_weather", {}), tool_call("open_file", {}, id="c9")],
+            ["It is ", "warm."],
+        ]
+    )
+    stt = FakeSTT(texts=["how warm is it"], silence_ms=100, partial_every_ms=40)
+    harness = await started(
+        make, mode="voice", llm=llm, stt=stt, tools=[weather, open_file], greeting="Hello."
+    )
+    await harness.speak(speech_ms=200, silence_ms=200)
+    await harness.wait_for("tool_call")
+    await harness.session.handle(protocol.ToolResultMessage(call_id="c9", result="ok"))
+    await harness.wait_for("metrics")
+    await harness.session.handle(protocol.PingMessage(t=5))
+    await harness.session.handle(protocol.ResetMessage())
+    await harness.session.handle(protocol.CancelMessage())
+    await harness.session.handle_error(protocol.ErrorCode.INTERNAL, "internal error")
+
+    kinds = {event["type"] for event in harness.events}
+    assert kinds == set(protocol.SERVER_EVENTS), set(protocol.SERVER_EVENTS) - kinds
+    for event in harness.events:
+        typed = protocol.event_from_wire(event)
+        assert typed.to_wire(seq=event["seq"], ts=event["ts"]) == event
+
+
+# ---------------------------------------------------------------- error codes
+
+
+def _readme_error_code_table() -> set[str]:
+    lines = (Path(__file__).parents[2] / "README.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("**Error codes.**"))
+    header = next(i for i in range(start, len(lines)) if lines[i].startswith("| Error code |"))
+    codes: set[str] = set()
+    for line in itertools.takewhile(lambda row: row.startswith("|"), lines[header + 2 :]):
+        codes.update(re.findall(r"`([a-z_]+)`", line.split("|")[1]))
+    return codes
+
+
+def test_the_readme_error_code_table_lists_exactly_the_codes_sent() -> None:
+    assert _readme_error_code_table() == {code.value for code in protocol.ErrorCode}
+
+
+def test_metrics_count_every_error_code_under_its_own_label() -> None:
+    for code in protocol.ErrorCode:
+        labels = {"code": code.value}
+        before = metrics.REGISTRY.get_sample_value("voice_errors_total", labels) or 0.0
+        event = protocol.ErrorEvent(code=code, message="x")
+        metrics.observe_event(event.to_wire(seq=1, ts=0))
+        assert metrics.REGISTRY.get_sample_value("voice_errors_total", labels) == before + 1

@@ -71,7 +71,8 @@ async def test_a_failing_tts_is_an_error_and_the_conversation_goes_on(
     settings.TTS_PROVIDER = "orpheus"
     llm.script(text_reply("First answer."))
     llm.script(text_reply("Second answer."))
-    orpheus.inject(Cut(after_frames=0, code=1011, reason="model crashed"))
+    for _attempt in range(1 + len(settings.PROVIDER_RETRY_DELAYS_MS)):  # it fails every retry
+        orpheus.inject(Cut(after_frames=0, code=1011, reason="model crashed"))
     async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
         await client.send({"type": "configure", "mode": "voice"})
         await client.until("ready")

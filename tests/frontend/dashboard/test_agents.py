@@ -528,3 +528,30 @@ def test_saves_at_the_same_moment_through_the_api_and_the_dashboard(owner: Tenan
     assert api == [400 if n % 3 == 0 else 201 for n in range(12)]
     assert dashboard == [200 if n % 3 == 0 else 302 for n in range(6)]
     assert len(agents_of(owner)) == 8 + 4
+
+
+def test_fallbacks_are_typed_checked_and_saved(
+    owner: Tenant, owner_client: Client, settings: Any
+) -> None:
+    from secrets_app.provider_credentials import provider_llm_set
+
+    settings.TTS_PROVIDER, settings.OPENAI_API_KEY, settings.ORPHEUS_URL = "local", "sk-x", ""
+    settings.SANDBOX_EGRESS_ALLOW_PRIVATE = True
+    provider_llm_set(
+        workspace=owner.workspace, name="spare", base_url="http://127.0.0.1:9/v1", model="m"
+    )
+    refused = owner_client.post(page(owner, "agent-new"), editor_post(tts_fallbacks="orpheus"))
+    assert "has no key" in field_errors(refused.content.decode(), "id_tts_fallbacks")
+    assert agents_of(owner) == []
+    owner_client.post(
+        page(owner, "agent-new"),
+        editor_post(name="Spare", llm_fallbacks="spare small\nother-model", tts_fallbacks="openai"),
+    )
+    agent = selectors.agent_get(workspace=owner.workspace, slug="spare")
+    assert agent.llm_fallbacks == [
+        {"connection": "spare", "model": "small"}, {"connection": "", "model": "other-model"},
+    ]  # fmt: skip
+    assert agent.tts_fallbacks == ["openai"]
+    shown = submitted(owner_client.get(page(owner, "agent-edit", "spare")).content.decode())
+    assert shown["llm_fallbacks"] == "spare small\nother-model"
+    assert shown["tts_fallbacks"] == "openai"
