@@ -1,10 +1,14 @@
 """Keeps the database record of a live session, off the event loop.
 
 Observes the events a session emits and writes them in order from one background
-task, so a slow database never delays audio or events. Usage goes the same way: each
-turn's figures (from its ``metrics`` event) to the session's totals and the day's
-aggregate, then the workspace's quotas are checked; a used-up quota is reported back
-through ``on_quota_exceeded``. Webhook events are queued once their records are written.
+task, on a thread of its own, so a slow database never delays audio, events, or the
+database reads a turn makes (those share ``database_sync_to_async``'s one thread). A
+settled tool call brings its console log along; a call the sandbox ran comes masked (no
+secret is decrypted for it here), others are masked with the workspace's secrets,
+decrypted once per session. Usage goes the same way: each turn's figures (from its
+``metrics`` event) to the session's totals and the day's aggregate, then the workspace's
+quotas are checked; a used-up quota is reported back through ``on_quota_exceeded``.
+Webhook events are queued once their records are written.
 """
 
 from __future__ import annotations
@@ -12,19 +16,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.db import close_old_connections
 
 from sessions_app import protocol, selectors, services
 from sessions_app.access import Access
 from sessions_app.models import Agent, Session
 from sessions_app.orchestrator.config import SettledToolCall
 from sessions_app.orchestrator.usage import usage_from_wire
+from tools_app.secret_refs import SecretBinding
+from tools_app.services import secret_bindings, secrets_version
 from usage_app import services as usage_services
 from webhooks_app import services as webhooks
 
 logger = logging.getLogger(__name__)
+
+# One thread writes the records of every session of this process, in order per session.
+_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-records")
 
 _TERMINAL_TOOL_STATUSES = {"completed", "failed", "timed_out", "cancelled"}
 _FAILED_TOOL_STATUSES = {"failed", "timed_out"}
@@ -39,6 +50,7 @@ class SessionRecorder:
         self._queue: asyncio.Queue[tuple[Operation, FollowUp] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._session: Session | None = None
+        self._secrets: _SessionSecrets | None = None
         # Told (with words for the user) when usage just recorded used up a quota.
         self.on_quota_exceeded: QuotaExceeded | None = None
 
@@ -80,12 +92,22 @@ class SessionRecorder:
                 self._write(lambda: services.session_record_count(session=session, tool_calls=1))
 
     def tool_settled(self, call: SettledToolCall) -> None:
-        """The session's ``on_tool_settled``: keep the call (scrubbed when written)."""
+        """The session's ``on_tool_settled``: keep the call and its console log."""
         session = self._session
         if session is None:
             return
+        if self._secrets is None:
+            self._secrets = _SessionSecrets(session.workspace_id)
+        secrets = self._secrets
 
         def write() -> None:
+            if call.log:
+                services.session_record_tool_log(
+                    workspace_id=session.workspace_id,
+                    session_id=session.public_id.hex,
+                    tool_name=call.name,
+                    console=call.log,
+                )
             record = services.session_record_tool_call(
                 session=session,
                 call_id=call.call_id,
@@ -95,6 +117,7 @@ class SessionRecorder:
                 result=call.result,
                 error=call.error,
                 duration_ms=call.duration_ms,
+                bindings=[] if call.masked else secrets.bindings(),
             )
             if record.status in _FAILED_TOOL_STATUSES:
                 webhooks.tool_call_failed_emit(session=session, call=record)
@@ -156,9 +179,38 @@ class SessionRecorder:
         while (item := await self._queue.get()) is not None:
             operation, then = item
             try:
-                result = await database_sync_to_async(operation)()
+                result = await asyncio.get_running_loop().run_in_executor(
+                    _WRITER, _in_writer, operation
+                )
                 if then is not None:
                     await then(result)
             except Exception as exc:
                 # The type only: database errors can quote the row (transcript text).
                 logger.error("session record write failed: %s", type(exc).__name__)
+
+
+def _in_writer(operation: Operation) -> Any:
+    # What database_sync_to_async does around a call: no connection that broke or aged out.
+    close_old_connections()
+    try:
+        return operation()
+    finally:
+        close_old_connections()
+
+
+class _SessionSecrets:
+    """The workspace's secrets, for masking calls the sandbox did not mask (client tools,
+    calls refused before they ran): decrypted at the first such call of the session, and
+    again only once the workspace's secrets changed. Used on the writer thread only."""
+
+    def __init__(self, workspace_id: int) -> None:
+        self._workspace_id = workspace_id
+        self._version: tuple[int, Any] | None = None
+        self._bindings: list[SecretBinding] = []
+
+    def bindings(self) -> list[SecretBinding]:
+        version = secrets_version(workspace_id=self._workspace_id)
+        if version != self._version:
+            self._bindings = secret_bindings(workspace_id=self._workspace_id)
+            self._version = version
+        return self._bindings

@@ -358,13 +358,16 @@ def session_record_tool_log(
 def session_record_tool_call(
     *, session: Session, call_id: str, name: str, arguments: Any, status: str,
     result: str | None, error: str | None, duration_ms: float | None,
+    bindings: list[SecretBinding] | None = None,
 ) -> ToolCallRecord:  # fmt: skip
-    """Keep a settled tool call, with every spelling of the workspace's secret values masked.
+    """Keep a settled tool call, with every spelling of ``bindings``' values masked.
 
-    Server tool results come scrubbed from the sandbox already; arguments (written by the
-    model) and client tool results (sent by the browser) do not.
+    A call the sandbox ran comes masked already (its arguments too): ``bindings`` is then
+    empty. Arguments of other calls (written by the model) and client tool results (sent
+    by the browser) are masked here with the workspace's secrets (None: loaded here).
     """
-    bindings = secret_bindings(workspace_id=session.workspace_id)
+    if bindings is None:
+        bindings = secret_bindings(workspace_id=session.workspace_id)
     return ToolCallRecord.objects.create(
         session=session,
         call_id=call_id[:100],

@@ -15,13 +15,11 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
-from sessions_app.services import session_record_tool_log
 from tools_app import fairness, tasks
 from tools_app.services import ToolRun, tool_execute
 
@@ -36,7 +34,6 @@ class SandboxToolRunner(ToolRunner):
     def __init__(self, *, reply_channel: str = "") -> None:
         self._reply_channel = reply_channel
         self._pending: dict[str, asyncio.Future[ToolOutcome]] = {}
-        self._logging: set[asyncio.Task[None]] = set()
 
     async def run(self, invocation: ToolInvocation) -> ToolOutcome:
         run = ToolRun(
@@ -49,26 +46,11 @@ class SandboxToolRunner(ToolRunner):
             pinned=invocation.pinned,
             reads_secrets=invocation.reads_secrets,
         )
+        # The console log goes back with the outcome; the session's record stores it
+        # after the turn has the result, off the event loop.
         if settings.CELERY_TASK_ALWAYS_EAGER:
-            outcome = _outcome(asdict(await tool_execute(run)))
-        else:
-            outcome = await self._queued(invocation, run)
-        if outcome.log:
-            self._record_log(invocation, outcome.log)
-        return outcome
-
-    def _record_log(self, invocation: ToolInvocation, console: str) -> None:
-        """Stored after the outcome went back: the LLM never waits for a database write."""
-        task = asyncio.get_running_loop().create_task(
-            database_sync_to_async(session_record_tool_log)(
-                workspace_id=invocation.workspace_id,
-                session_id=invocation.session_id,
-                tool_name=invocation.name,
-                console=console,
-            )
-        )
-        self._logging.add(task)
-        task.add_done_callback(self._logging.discard)
+            return _outcome(asdict(await tool_execute(run)))
+        return await self._queued(invocation, run)
 
     async def _queued(self, invocation: ToolInvocation, run: ToolRun) -> ToolOutcome:
         deadline = min(invocation.timeout_s, settings.SANDBOX_WALL_TIME_S) + DEADLINE_MARGIN_S
@@ -121,10 +103,12 @@ def _outcome(message: dict[str, Any]) -> ToolOutcome:
     if status not in {"completed", "failed", "timed_out"}:
         return ToolOutcome(status="failed", error="the sandbox sent an unreadable outcome")
     cpu_ms = message.get("cpu_ms")
+    masked_arguments = message.get("arguments")
     return ToolOutcome(
         status=status,
         result=message.get("result"),
         error=message.get("error"),
         log=message.get("console") or None,
         cpu_ms=float(cpu_ms) if isinstance(cpu_ms, int | float) else 0.0,
+        masked_arguments=masked_arguments if isinstance(masked_arguments, str) else None,
     )

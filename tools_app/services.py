@@ -19,6 +19,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db.models import Count, Max
 
 from secrets_app.models import Secret
 from secrets_app.services import secret_resolve
@@ -52,6 +53,9 @@ class ToolRunOutcome:
     error: str | None = None
     console: str = ""  # captured console output, scrubbed
     cpu_ms: float = 0.0
+    # The call's arguments as JSON text, scrubbed: with this the session's record needs
+    # no secret of its own. None: not masked here (a platform error), the record masks.
+    arguments: str | None = None
 
 
 def secret_bindings(*, workspace_id: int) -> list[SecretBinding]:
@@ -67,6 +71,15 @@ def secret_bindings(*, workspace_id: int) -> list[SecretBinding]:
         )
         for secret in secrets
     ]
+
+
+def secrets_version(*, workspace_id: int) -> tuple[int, Any]:
+    """Changes whenever a secret of the workspace is added, replaced or deleted; no
+    value is decrypted to tell."""
+    found = Secret.objects.filter(workspace_id=workspace_id).aggregate(
+        count=Count("id"), updated=Max("updated_at")
+    )
+    return found["count"], found["updated"]
 
 
 def scrub(text: str | None, bindings: list[SecretBinding]) -> str | None:
@@ -134,18 +147,17 @@ def _fetcher(bindings: list[SecretBinding], policy: egress.EgressPolicy) -> pool
     return fetch
 
 
-def _outcome(result: SandboxResult, bindings: list[SecretBinding]) -> ToolRunOutcome:
-    console = scrub(result.console, bindings) or ""
-    if result.ok:
-        return ToolRunOutcome(
-            status="completed",
-            result=scrub(result.result_json, bindings),
-            console=console,
-            cpu_ms=result.cpu_ms,
-        )
-    status = "timed_out" if result.timed_out else "failed"
+def _outcome(
+    result: SandboxResult, bindings: list[SecretBinding], arguments: dict[str, Any]
+) -> ToolRunOutcome:
+    status = "completed" if result.ok else "timed_out" if result.timed_out else "failed"
     return ToolRunOutcome(
-        status=status, error=scrub(result.error, bindings), console=console, cpu_ms=result.cpu_ms
+        status=status,
+        result=scrub(result.result_json, bindings) if result.ok else None,
+        error=None if result.ok else scrub(result.error, bindings),
+        console=scrub(result.console, bindings) or "",
+        cpu_ms=result.cpu_ms,
+        arguments=scrub(json.dumps(arguments, ensure_ascii=False), bindings),
     )
 
 
@@ -173,7 +185,7 @@ async def tool_execute(run: ToolRun) -> ToolRunOutcome:
 
 async def tool_execute_with(run: ToolRun, bindings: list[SecretBinding]) -> ToolRunOutcome:
     """Run a handler with secrets already loaded; on the pool loop."""
-    return _outcome(await _run_in_pool(run, bindings), bindings)
+    return _outcome(await _run_in_pool(run, bindings), bindings, run.arguments)
 
 
 # Verdicts by the source's SHA-256: a form and the service it calls check the same

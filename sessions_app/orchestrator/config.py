@@ -82,7 +82,9 @@ class SettledToolCall:
     """A tool call that reached its final status, as the session's record keeps it.
 
     ``arguments`` are the parsed arguments, or the model's raw text when they never
-    parsed. Values are as the tool saw and returned them: whoever stores them scrubs them.
+    parsed. Unless ``masked``, values are as the tool saw and returned them: whoever
+    stores them scrubs them. ``masked``: the sandbox masked them all (``arguments`` is
+    then its masked JSON text).
     """
 
     call_id: str
@@ -92,6 +94,8 @@ class SettledToolCall:
     result: str | None  # JSON text given to the LLM
     error: str | None
     duration_ms: float
+    log: str | None = None  # a server tool's console output, stored after the call
+    masked: bool = False
 
 
 @dataclass

@@ -235,14 +235,17 @@ class ToolCalls(SessionCore):
     ) -> None:
         if self._on_tool_settled is None:
             return
+        masked = outcome.masked_arguments is not None
         settled = SettledToolCall(
             call_id=call_id,
             name=name,
-            arguments=arguments,
+            arguments=outcome.masked_arguments if masked else arguments,
             status=outcome.status,
             result=outcome.result,
             error=outcome.error,
             duration_ms=duration_ms,
+            log=outcome.log,
+            masked=masked,
         )
         try:
             self._on_tool_settled(settled)

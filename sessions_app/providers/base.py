@@ -231,6 +231,10 @@ class ToolOutcome:
     error: str | None = None  # human-readable error given to the LLM
     log: str | None = None  # the handler's console output, for the session record only
     cpu_ms: float = 0.0  # CPU the sandbox spent on the call
+    # Set by a runner that masked the outcome where the secrets are (the sandbox's parent):
+    # the call's arguments as JSON text, masked the same way. The record then stores
+    # result, error, log and these as they are, without decrypting anything.
+    masked_arguments: str | None = None
 
 
 class ToolRunner(abc.ABC):

@@ -19,7 +19,8 @@ outgoing events in the resume store. A socket is a ``Sink`` attached to it.
   process the session runs on need not be the one where the key was revoked.
 
 Store writes are batched by one task per host, so neither audio nor events wait for
-Redis; a state snapshot rides along whenever an event that changes state was emitted.
+Redis; a state snapshot rides along whenever an event that changes state was emitted,
+carrying of the history only what changed since the last write (``snapshot``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from sessions_app import access, live, metrics, protocol
 from sessions_app.orchestrator import SERVER_TOOL_GRACE_S, SessionConfig, VoiceSession
 from sessions_app.protocol import ErrorCode
 from sessions_app.records import SessionRecorder
+from sessions_app.resume.snapshot import SnapshotWriter
 from sessions_app.resume.store import EVENTS_KEPT, ResumeStore, resume_store
 
 logger = logging.getLogger(__name__)
@@ -166,6 +168,7 @@ class SessionHost:
         self._log: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEPT)
         self._unwritten: list[dict[str, Any]] = []
         self._dirty = False
+        self._snapshots = SnapshotWriter()
         self._wake = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
@@ -203,14 +206,19 @@ class SessionHost:
         self._recorder.on_quota_exceeded = self._quota_exceeded
         try:
             if meta is not None:
-                state = json.dumps(session.snapshot())
+                first = self._snapshots.next(session.snapshot())
                 await self._store.create(
-                    self.session_id, meta=json.dumps(meta), state=state, ttl=attached_ttl()
+                    self.session_id,
+                    meta=json.dumps(meta),
+                    state=first.state,
+                    grown=first.grown,
+                    ttl=attached_ttl(),
                 )
             else:
                 for pool in self.lease_pools:
                     await live.adopt(pool=pool, session_id=self.session_id)
         except Exception as exc:  # the session works; only resuming it may not
+            self._snapshots.forget()
             logger.error("session %s: resume store failed: %s", self.session_id, type(exc).__name__)
         await self._groups("group_add")
         self._tasks = [
@@ -449,22 +457,29 @@ class SessionHost:
             dirty, self._dirty = self._dirty, False
             if not events and not dirty:
                 return
+            snapshot, written = None, False
             try:
-                # Serialised at once, in this step of the loop: the snapshot refers to
-                # the session's live history. ASCII JSON: text a client sent with lone
-                # surrogates is stored escaped rather than failing to encode.
-                state = None
+                # Taken at once, in this step of the loop: the snapshot refers to the
+                # session's live history. ASCII JSON (see SnapshotWriter).
                 if dirty and self.session is not None:
-                    state = json.dumps(self.session.snapshot())
+                    snapshot = self._snapshots.next(self.session.snapshot())
                 payload = [(e["seq"], json.dumps(e)) for e in events]
                 await self._store.write(
-                    self.session_id, events=payload, state=state, ttl=self._ttl()
+                    self.session_id,
+                    events=payload,
+                    state=snapshot.state if snapshot else None,
+                    grown=snapshot.grown if snapshot else None,
+                    ttl=self._ttl(),
                 )
+                written = True
             except Exception as exc:  # the session goes on; a resume may miss this much
                 logger.warning(
                     "session %s: resume store write failed: %s", self.session_id,
                     type(exc).__name__,
                 )  # fmt: skip
+            finally:
+                if snapshot is not None and not written:  # (also cancelled mid-write)
+                    self._snapshots.forget()
 
     async def _write_loop(self) -> None:
         while not self._stopping:

@@ -3,13 +3,16 @@
 Per session, with Redis:
 
 - ``voice:resume:{id}`` (hash): ``meta`` (written once: the token's digest, the workspace,
-  the config, the provider names) and ``state`` (the orchestrator's latest snapshot);
+  the config, the provider names) and ``state`` (the orchestrator's latest snapshot but
+  for its two growing parts, which are kept apart and written as deltas, see ``Grown``);
+- ``voice:resume:{id}:history`` (list): the conversation history, one JSON entry each;
+- ``voice:resume:{id}:calls`` (set): the call ids the session used;
 - ``voice:resume:{id}:events`` (stream): every JSON event, entry id ``<seq>-0``, trimmed
   to about ``EVENTS_KEPT`` entries;
 - ``voice:resume:{id}:owner`` (string): the channel of the process that runs the session,
   a short lease its owner renews; a killed owner's lease runs out on its own.
 
-The hash and the stream expire together: ``SESSION_RESUME_TTL`` after an unclean
+The hash, the stream, the list and the set expire together: ``SESSION_RESUME_TTL`` after an unclean
 disconnect, and while a socket is attached that plus the owner lease (renewed), so a
 killed process's sessions stay resumable for about the same time. Without Redis (one
 process) ``MemoryResumeStore`` does the same in memory.
@@ -24,6 +27,7 @@ import hmac
 import json
 import time
 from collections import deque
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,20 +55,49 @@ def token_matches(token: str, digest: str) -> bool:
 @dataclass(frozen=True)
 class StoredSession:
     meta: dict[str, Any]
-    state: dict[str, Any]
+    state: dict[str, Any]  # the whole snapshot: history and call ids put back in
+
+
+@dataclass(frozen=True)
+class Grown:
+    """What changed in a snapshot's growing parts since the last write: a turn writes
+    its own entries, never the whole history again."""
+
+    history_kept: int | None  # entries of the stored history that stay (None: all)
+    history: list[str]  # JSON entries that follow them
+    call_ids: list[str]  # call ids to add
+
+
+def _put_back(
+    state: dict[str, Any], history: Sequence[bytes | str], call_ids: Collection[bytes | str]
+) -> dict[str, Any]:
+    if history:
+        state["history"] = [json.loads(entry) for entry in history]
+    if call_ids:
+        state["usedCallIds"] = sorted(c.decode() if isinstance(c, bytes) else c for c in call_ids)
+    return state
 
 
 class ResumeStore(abc.ABC):
     """What a resumable session keeps outside its process; all methods are cheap."""
 
     @abc.abstractmethod
-    async def create(self, session_id: str, *, meta: str, state: str, ttl: float) -> None: ...
+    async def create(
+        self, session_id: str, *, meta: str, state: str, ttl: float, grown: Grown | None = None
+    ) -> None: ...
 
     @abc.abstractmethod
     async def write(
-        self, session_id: str, *, events: list[tuple[int, str]], state: str | None, ttl: float
+        self,
+        session_id: str,
+        *,
+        events: list[tuple[int, str]],
+        state: str | None,
+        ttl: float,
+        grown: Grown | None = None,
     ) -> None:
-        """Append events (seq, JSON) and replace the state, in one round trip."""
+        """Append events (seq, JSON), replace the state and apply ``grown``, in one round
+        trip."""
 
     @abc.abstractmethod
     async def load(self, session_id: str) -> StoredSession | None: ...
@@ -96,9 +129,27 @@ class ResumeStore(abc.ABC):
 # ---------------------------------------------------------------- Redis
 
 
-def _keys(session_id: str) -> tuple[str, str, str]:
+def _keys(session_id: str) -> tuple[str, str, str, str, str]:
+    """The state, events, owner, history and call-id keys of a session."""
     base = f"voice:resume:{{{session_id}}}"  # one hash slot per session on a cluster
-    return base, f"{base}:events", f"{base}:owner"
+    return base, f"{base}:events", f"{base}:owner", f"{base}:history", f"{base}:calls"
+
+
+def _expiring(session_id: str) -> tuple[str, ...]:
+    state_key, events_key, _, history_key, calls_key = _keys(session_id)
+    return state_key, events_key, history_key, calls_key
+
+
+def _grow(pipe: Any, session_id: str, grown: Grown) -> None:
+    _, _, _, history_key, calls_key = _keys(session_id)
+    if grown.history_kept == 0:
+        pipe.delete(history_key)
+    elif grown.history_kept is not None:
+        pipe.ltrim(history_key, 0, grown.history_kept - 1)
+    if grown.history:
+        pipe.rpush(history_key, *grown.history)
+    if grown.call_ids:
+        pipe.sadd(calls_key, *grown.call_ids)
 
 
 def _ms(seconds: float) -> int:
@@ -106,57 +157,74 @@ def _ms(seconds: float) -> int:
 
 
 class RedisResumeStore(ResumeStore):
-    async def create(self, session_id: str, *, meta: str, state: str, ttl: float) -> None:
-        state_key, events_key, _ = _keys(session_id)
+    async def create(
+        self, session_id: str, *, meta: str, state: str, ttl: float, grown: Grown | None = None
+    ) -> None:
+        state_key = _keys(session_id)[0]
         async with live.redis_client().pipeline(transaction=True) as pipe:
-            pipe.delete(state_key, events_key)
+            pipe.delete(*_expiring(session_id))
             pipe.hset(state_key, mapping={"meta": meta, "state": state})
-            pipe.pexpire(state_key, _ms(ttl))
+            if grown is not None:
+                _grow(pipe, session_id, grown)
+            for key in _expiring(session_id):
+                pipe.pexpire(key, _ms(ttl))
             await pipe.execute()
 
     async def write(
-        self, session_id: str, *, events: list[tuple[int, str]], state: str | None, ttl: float
+        self,
+        session_id: str,
+        *,
+        events: list[tuple[int, str]],
+        state: str | None,
+        ttl: float,
+        grown: Grown | None = None,
     ) -> None:
-        state_key, events_key, _ = _keys(session_id)
+        state_key, events_key, _, _, _ = _keys(session_id)
         async with live.redis_client().pipeline(transaction=True) as pipe:
             for seq, event in events:
                 pipe.xadd(events_key, {"e": event}, id=f"{seq}-0", maxlen=EVENTS_KEPT)
             if state is not None:
                 pipe.hset(state_key, "state", state)
+            if grown is not None:
+                _grow(pipe, session_id, grown)
             # Every write sets the expiry again, so a write racing the end of a session
             # can leave nothing behind for longer than the TTL.
-            pipe.pexpire(state_key, _ms(ttl))
-            pipe.pexpire(events_key, _ms(ttl))
+            for key in _expiring(session_id):
+                pipe.pexpire(key, _ms(ttl))
             await pipe.execute()
 
     async def load(self, session_id: str) -> StoredSession | None:
-        state_key, _, _ = _keys(session_id)
-        fields = await live.redis_client().hgetall(state_key)
+        state_key, _, _, history_key, calls_key = _keys(session_id)
+        async with live.redis_client().pipeline(transaction=True) as pipe:
+            pipe.hgetall(state_key)
+            pipe.lrange(history_key, 0, -1)
+            pipe.smembers(calls_key)
+            fields, history, call_ids = await pipe.execute()
         if b"meta" not in fields or b"state" not in fields:
             return None
-        return StoredSession(json.loads(fields[b"meta"]), json.loads(fields[b"state"]))
+        state = _put_back(json.loads(fields[b"state"]), history, call_ids)
+        return StoredSession(json.loads(fields[b"meta"]), state)
 
     async def events_after(self, session_id: str, last_seq: int) -> list[dict[str, Any]]:
-        _, events_key, _ = _keys(session_id)
+        events_key = _keys(session_id)[1]
         entries = await live.redis_client().xrange(events_key, min=f"{last_seq + 1}-0")
         return [json.loads(fields[b"e"]) for _id, fields in entries or [] if fields]
 
     async def keep(
         self, session_id: str, *, owner: str, owner_ttl: float, ttl: float | None
     ) -> None:
-        state_key, events_key, owner_key = _keys(session_id)
+        owner_key = _keys(session_id)[2]
         async with live.redis_client().pipeline(transaction=False) as pipe:
             pipe.set(owner_key, owner, px=_ms(owner_ttl))
             if ttl is not None:
-                pipe.pexpire(state_key, _ms(ttl))
-                pipe.pexpire(events_key, _ms(ttl))
+                for key in _expiring(session_id):
+                    pipe.pexpire(key, _ms(ttl))
             await pipe.execute()
 
     async def expire(self, session_id: str, ttl: float) -> None:
-        state_key, events_key, _ = _keys(session_id)
         async with live.redis_client().pipeline(transaction=False) as pipe:
-            pipe.pexpire(state_key, _ms(ttl))
-            pipe.pexpire(events_key, _ms(ttl))
+            for key in _expiring(session_id):
+                pipe.pexpire(key, _ms(ttl))
             await pipe.execute()
 
     async def owner(self, session_id: str) -> str | None:
@@ -187,6 +255,16 @@ class _Entry:
     events: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
     owner: str | None = None
     owner_expires_at: float = 0.0
+    history: list[str] = field(default_factory=list)
+    call_ids: set[str] = field(default_factory=set)
+
+    def grow(self, grown: Grown | None) -> None:
+        if grown is None:
+            return
+        if grown.history_kept is not None:
+            del self.history[grown.history_kept :]
+        self.history.extend(grown.history)
+        self.call_ids.update(grown.call_ids)
 
 
 class MemoryResumeStore(ResumeStore):
@@ -202,11 +280,21 @@ class MemoryResumeStore(ResumeStore):
             return None
         return entry
 
-    async def create(self, session_id: str, *, meta: str, state: str, ttl: float) -> None:
-        self._entries[session_id] = _Entry(meta, state, time.monotonic() + ttl)
+    async def create(
+        self, session_id: str, *, meta: str, state: str, ttl: float, grown: Grown | None = None
+    ) -> None:
+        entry = _Entry(meta, state, time.monotonic() + ttl)
+        entry.grow(grown)
+        self._entries[session_id] = entry
 
     async def write(
-        self, session_id: str, *, events: list[tuple[int, str]], state: str | None, ttl: float
+        self,
+        session_id: str,
+        *,
+        events: list[tuple[int, str]],
+        state: str | None,
+        ttl: float,
+        grown: Grown | None = None,
     ) -> None:
         entry = self._live(session_id)
         if entry is None:
@@ -215,13 +303,15 @@ class MemoryResumeStore(ResumeStore):
         entry.events.extend((seq, event) for seq, event in events if seq > last)
         if state is not None:
             entry.state = state
+        entry.grow(grown)
         entry.expires_at = time.monotonic() + ttl
 
     async def load(self, session_id: str) -> StoredSession | None:
         entry = self._live(session_id)
         if entry is None:
             return None
-        return StoredSession(json.loads(entry.meta), json.loads(entry.state))
+        state = _put_back(json.loads(entry.state), entry.history, entry.call_ids)
+        return StoredSession(json.loads(entry.meta), state)
 
     async def events_after(self, session_id: str, last_seq: int) -> list[dict[str, Any]]:
         entry = self._live(session_id)

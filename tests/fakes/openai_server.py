@@ -232,6 +232,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # names lower-cased
     body: bytes
+    received_at: float = field(default_factory=time.monotonic)  # once its body was read
 
     @property
     def json(self) -> Any:

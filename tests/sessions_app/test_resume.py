@@ -440,7 +440,7 @@ async def test_redis_holds_no_resume_token(tenant, llm):
     await drop(first)
     client = live.redis_client()
     keys = await client.keys(f"voice:resume:{{{ready['sessionId']}}}*")
-    assert len(keys) == 3  # state, events, owner
+    assert len(keys) == 4  # state, events, owner, history (no tool call: no call ids)
     dumped = b""
     for key in keys:
         kind = (await client.type(key)).decode()
@@ -448,5 +448,7 @@ async def test_redis_holds_no_resume_token(tenant, llm):
             dumped += b"".join((await client.hgetall(key)).values())
         elif kind == "stream":
             dumped += b"".join(f[b"e"] for _id, f in await client.xrange(key))
+        elif kind == "list":
+            dumped += b"".join(await client.lrange(key, 0, -1))
         assert 0 < await client.pttl(key) <= settings.SESSION_RESUME_TTL * 1000 + 15_000
     assert b"hello" in dumped and ready["resumeToken"].encode() not in dumped

@@ -3,6 +3,7 @@ turn, the next one is refused, another workspace is unaffected; 80 % tells the o
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -159,8 +160,9 @@ async def test_no_quota_means_no_limit(llm):
         assert (await again.next())["type"] == "ready"
 
 
-async def test_voice_minutes_count_during_a_long_silence(llm, monkeypatch):
+async def test_voice_minutes_count_during_a_long_silence(llm, monkeypatch, settings):
     """No turn at all: the audio is still recorded now and then, and the quota holds."""
+    settings.AUDIO_MAX_SPEED = 100.0  # a minute of audio in a second (floods: test_limits)
     from sessions_app.providers.fake import silence_pcm
     from sessions_app.resume import host
 
@@ -170,8 +172,9 @@ async def test_voice_minutes_count_during_a_long_silence(llm, monkeypatch):
     async with Client(url(capped)) as client:
         await client.send({"type": "configure", "mode": "voice"})
         await client.until("ready")
-        for _ in range(31):  # 62 s of silence, 2 s a frame, faster than real time
+        for _ in range(31):  # 62 s of silence, 2 s a frame, 80 times faster than real time
             await client.send_raw(data=silence_pcm(2000))
+            await asyncio.sleep(0.025)
         told = await client.until("error", timeout=10)
         assert await client.closed() == 4030
     assert told["code"] == "quota_exceeded" and "voice minutes today" in told["message"]
