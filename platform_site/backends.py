@@ -80,6 +80,7 @@ def redis_client() -> aioredis.Redis:
     if loop not in _clients:
         # A burst beyond the pool's connections waits for one (up to 10 s) instead of
         # failing at once, which redis-py's default pool does.
+        assert settings.REDIS_URL, "only called with a Redis server configured"
         pool = aioredis.BlockingConnectionPool.from_url(
             settings.REDIS_URL, max_connections=REDIS_CONNECTIONS_PER_LOOP, timeout=10
         )
@@ -90,6 +91,7 @@ def redis_client() -> aioredis.Redis:
 @contextmanager
 def redis_sync(**options: Any) -> Iterator[redis.Redis]:
     """A short-lived client for synchronous code (views, commands, health checks)."""
+    assert settings.REDIS_URL, "only called with a Redis server configured"
     client = redis.Redis.from_url(settings.REDIS_URL, **options)
     try:
         yield client

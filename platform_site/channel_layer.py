@@ -45,7 +45,7 @@ return 1
 """
 
 
-class ResilientRedisChannelLayer(RedisChannelLayer):
+class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # channels-redis has no types
     async def send(self, channel: str, message: dict[str, Any]) -> None:
         assert isinstance(message, dict), "message is not a dict"
         assert self.require_valid_channel_name(channel), "Channel name not valid"
@@ -91,7 +91,8 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                 _cancel_until_done(waiting)
                 raise
             try:
-                return waiting.result()
+                message: dict[str, Any] = waiting.result()
+                return message
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 self._warn(exc)
                 await asyncio.sleep(delay)

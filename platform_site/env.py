@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import overload
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -15,6 +16,10 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: None = None) -> str | None: ...
 def env_str(name: str, default: str | None = None) -> str | None:
     return os.environ.get(name, default)
 

@@ -19,7 +19,9 @@ from rest_framework import serializers
 class ErrorDetail(serializers.Serializer):  # type: ignore[type-arg]
     code = serializers.CharField(help_text="invalid, not_found, throttled, missing_scope, …")
     message = serializers.CharField(help_text="What is wrong, naming the field if there is one.")
-    fields = serializers.DictField(
+    # The wire name: DRF's metaclass takes declared fields off the class, so this does not
+    # shadow ``Serializer.fields`` at run time; the stubs cannot know that.
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
         help_text="For `invalid`: the messages per field.",
@@ -52,11 +54,14 @@ class ApiSchema(AutoSchema):
             errors["404"] = "No such object in this workspace."
         for code, description in errors.items():
             if code not in responses:
-                response = self._get_response_for_code(ErrorOutput, code, direction=direction)
+                response = self._get_response_for_code(  # type: ignore[no-untyped-call]  # unannotated in drf-spectacular
+                    ErrorOutput, code, direction=direction
+                )
                 responses[code] = {**response, "description": description}
         return responses
 
 
+# Subclassing registers the scheme (drf-spectacular's unannotated __init_subclass__).
 class SecretKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = "secrets_app.authentication.SecretKeyAuthentication"
     name = "secretKey"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from rest_framework import serializers
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
 
 
 class StrictSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -21,7 +24,7 @@ class StrictSerializer(serializers.Serializer):  # type: ignore[type-arg]
         return super().to_internal_value(data)
 
 
-def clean_with(cleaner: Any, value: Any) -> Any:
+def clean_with(cleaner: Callable[[_In], _Out], value: _In) -> _Out:
     """Run a Django-style cleaner (raises django ValidationError) inside a DRF serializer."""
     from django.core.exceptions import ValidationError as DjangoValidationError
 

@@ -108,7 +108,7 @@ def second_factor_check(*, user: User, code: str) -> TOTPDevice | None:
     device = match_token(user, code)
     if device is None:
         raise ValidationError("That code is not right (or was used already).", code="otp_wrong")
-    return device  # type: ignore[no-any-return]
+    return device
 
 
 # ---------------------------------------------------------------- TOTP enrolment

@@ -40,11 +40,12 @@ def admin_login(request: HttpRequest, extra_context: Any = None) -> HttpResponse
     return redirect_to_login(target, login_url=reverse("dashboard:login"))
 
 
+# The admin signs in through the dashboard's login (throttled, two-factor).
 admin.site.login = admin_login  # type: ignore[method-assign]
 
 
 @admin.register(User)
-class UserAdmin(BaseUserAdmin):
+class UserAdmin(BaseUserAdmin):  # type: ignore[type-arg]
     ordering = ["email"]
     list_display = ["email", "first_name", "last_name", "is_staff", "is_active"]
     search_fields = ["email", "first_name", "last_name"]
@@ -169,11 +170,10 @@ class InvitationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["email", "workspace", "role", "invitation_status", "created_at", "expires_at"]
     list_filter = ["role"]
     search_fields = ["email", "workspace__name"]
-    fields = [
+    fields = readonly_fields = (
         "workspace", "email", "role", "invited_by", "token_hash", "created_at", "expires_at",
         "accepted_at", "revoked_at",
-    ]  # fmt: skip
-    readonly_fields = fields
+    )  # fmt: skip
     actions = ["revoke_invitations"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -198,9 +198,10 @@ class ProviderCredentialAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["workspace", "kind", "name", "base_url", "model", "has_key", "check_ok"]
     list_filter = ["kind"]
     search_fields = ["workspace__name", "name"]
-    fields = ["workspace", "kind", "name", "base_url", "model", "has_key", "checked_at",
-              "check_ok", "check_message", "created_at", "updated_at"]  # fmt: skip
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "workspace", "kind", "name", "base_url", "model", "has_key", "checked_at",
+        "check_ok", "check_message", "created_at", "updated_at",
+    )  # fmt: skip
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # owners set keys on the dashboard, where a key is shown to no one

@@ -16,7 +16,7 @@ from secrets_app import scopes as key_scopes
 from secrets_app import selectors, services
 from secrets_app.audit import actor_for_request
 from secrets_app.authentication import request_workspace
-from secrets_app.models import ApiKey, AuditEvent, Secret
+from secrets_app.models import ApiKey, AuditEvent, Secret, User
 from secrets_app.validators import (
     clean_agent_slugs,
     clean_hosts,
@@ -32,7 +32,9 @@ class KeyOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
     status = serializers.ChoiceField(
         choices=["active", "revoked", "expired"], source="current_status", read_only=True
     )
-    created_by = serializers.SlugRelatedField(slug_field="email", read_only=True, allow_null=True)
+    created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="email", read_only=True, allow_null=True
+    )
     created_by_key = serializers.CharField(
         source="created_by_key.display", default=None, allow_null=True, read_only=True
     )
@@ -48,7 +50,10 @@ class KeyOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class KeySettingsInput(StrictSerializer):
-    label = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    # DRF's metaclass takes declared fields off the class: this does not shadow Field.label.
+    label = serializers.CharField(  # type: ignore[assignment]
+        max_length=100, required=False, allow_blank=True
+    )
     allowed_origins = serializers.ListField(child=serializers.CharField(), required=False)
     allowed_agents = serializers.ListField(child=serializers.CharField(), required=False)
     allow_inline_config = serializers.BooleanField(required=False)
@@ -61,10 +66,10 @@ class KeySettingsInput(StrictSerializer):
     )
 
     def validate_allowed_origins(self, value: list[str]) -> list[str]:
-        return clean_with(clean_origins, value)  # type: ignore[no-any-return]
+        return clean_with(clean_origins, value)
 
     def validate_allowed_agents(self, value: list[str]) -> list[str]:
-        return clean_with(clean_agent_slugs, value)  # type: ignore[no-any-return]
+        return clean_with(clean_agent_slugs, value)
 
 
 class KeyCreateInput(KeySettingsInput):
@@ -203,7 +208,7 @@ class SecretValueInput(StrictSerializer):
     readable_by_code = serializers.BooleanField(required=False, default=False)
 
     def validate_allowed_hosts(self, value: list[str]) -> list[str]:
-        return clean_with(clean_hosts, value)  # type: ignore[no-any-return]
+        return clean_with(clean_hosts, value)
 
 
 class SecretCreateInput(SecretValueInput):
@@ -215,7 +220,7 @@ class SecretHostsInput(StrictSerializer):
     readable_by_code = serializers.BooleanField(required=False)
 
     def validate_allowed_hosts(self, value: list[str]) -> list[str]:
-        return clean_with(clean_hosts, value)  # type: ignore[no-any-return]
+        return clean_with(clean_hosts, value)
 
 
 def _secret_saved(secret: Secret, created: bool) -> Response:

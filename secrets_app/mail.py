@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 _thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mail")
 
 
-def _run(task: Task, kwargs: dict[str, Any]) -> None:
+def _run(task: Task[..., Any], kwargs: dict[str, Any]) -> None:
     try:
         task.run(**kwargs)
     except Exception as exc:
@@ -25,7 +25,7 @@ def _run(task: Task, kwargs: dict[str, Any]) -> None:
         close_old_connections()
 
 
-def send_later(task: Task, **kwargs: Any) -> None:
+def send_later(task: Task[..., Any], **kwargs: Any) -> None:
     """Queue ``task``; the caller's answer never waits for it (nor for SMTP)."""
     if backends.mail_on_celery():
         task.delay(**kwargs)

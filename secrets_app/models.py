@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib.auth.models import AbstractUser, BaseUserManager
 from django.db import models
@@ -45,15 +45,16 @@ class UserManager(BaseUserManager["User"]):
 class User(AbstractUser):
     """A person. Logs in by email; belongs to workspaces through memberships."""
 
-    username = None  # type: ignore[assignment]
+    username = None  # type: ignore[assignment]  # no username column: email is the login
     email = models.EmailField("email address", unique=True)
     # Set when the person opened the link mailed at sign-up; until then no API keys.
     email_verified_at = models.DateTimeField(null=True, blank=True)
 
     USERNAME_FIELD = "email"
-    REQUIRED_FIELDS: list[str] = []
+    REQUIRED_FIELDS: ClassVar[list[str]] = []
 
-    objects = UserManager()  # type: ignore[misc]
+    # Keyed by email: not the stubs' username-keyed ``UserManager[User]``.
+    objects: ClassVar[UserManager] = UserManager()  # type: ignore[assignment]
 
     def __str__(self) -> str:
         return self.email

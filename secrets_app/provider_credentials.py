@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -188,13 +190,14 @@ def provider_llm_set(
     *, workspace: Workspace, name: str, base_url: str, model: str, api_key: str | None = None
 ) -> ProviderCredential:
     """An OpenAI-compatible LLM endpoint of the workspace (created, or updated by name)."""
-    cleaners = {
+    cleaners: dict[str, Callable[[], str | None]] = {
         "name": lambda: _clean_name(name),
         "base_url": lambda: _clean_url(base_url, schemes=("https", "http"), what="base URL"),
         "model": lambda: _clean_model(model),
         "api_key": lambda: _clean_key(api_key),
     }
-    cleaned, errors = {}, {}
+    cleaned: dict[str, Any] = {}  # each cleaner's own type
+    errors: dict[str, list[str]] = {}
     for field_name, clean in cleaners.items():  # every field's problem at once
         try:
             cleaned[field_name] = clean()

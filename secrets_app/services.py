@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Protocol
 
 from django.apps import apps
@@ -29,7 +30,7 @@ from secrets_app.validators import (
 logger = logging.getLogger(__name__)
 
 KEY_RANDOM_LENGTH = 32
-KEY_PREFIXES = {ApiKey.Kind.PUBLISHABLE: "pk_", ApiKey.Kind.SECRET: "sk_"}
+KEY_PREFIXES: dict[str, str] = {ApiKey.Kind.PUBLISHABLE: "pk_", ApiKey.Kind.SECRET: "sk_"}
 
 
 class KeyRejected(Exception):
@@ -296,7 +297,7 @@ def api_key_revoke(*, key: ApiKey, actor: Actor = SYSTEM) -> ApiKey:
             details={} if each is key else {"because": f"made by {key.display}"},
         )  # fmt: skip
     for each in revoked:
-        transaction.on_commit(lambda each=each: api_key_disabled.send(ApiKey, key=each, at=None))
+        transaction.on_commit(partial(api_key_disabled.send, ApiKey, key=each, at=None))
     key.refresh_from_db(fields=["revoked_at"])
     return key
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -31,14 +32,14 @@ def validate_secret_value(value: str) -> None:
         )
 
 
-def _normalized_list(values: list[str], normalize: object, what: str) -> list[str]:
+def _normalized_list(values: list[str], normalize: Callable[[str], str], what: str) -> list[str]:
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise ValidationError(f"must be a list of {what}")
     if len(values) > MAX_LIST_ITEMS:
         raise ValidationError(f"at most {MAX_LIST_ITEMS} {what}")
     normalized: list[str] = []
     for value in values:
-        item = normalize(value)  # type: ignore[operator]
+        item = normalize(value)
         if item not in normalized:
             normalized.append(item)
     return normalized

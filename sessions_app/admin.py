@@ -4,6 +4,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db.models import Model
+from django.http import HttpRequest
 
 from sessions_app.agent_tools import AgentToolsInvalid
 from sessions_app.models import Agent, Session, ToolCallRecord, TranscriptEntry
@@ -42,7 +44,7 @@ class TranscriptInline(admin.TabularInline):  # type: ignore[type-arg]
     can_delete = False
     readonly_fields = ["role", "text", "created_at"]
 
-    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
@@ -52,14 +54,14 @@ class ToolCallInline(admin.TabularInline):  # type: ignore[type-arg]
     model = ToolCallRecord
     extra = 0
     can_delete = False
-    fields = readonly_fields = [
+    fields = readonly_fields = (
         "name", "status", "duration_ms", "arguments", "result", "error", "call_id", "created_at",
-    ]  # fmt: skip
+    )  # fmt: skip
 
-    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 

@@ -112,8 +112,10 @@ class AgentInput(StrictSerializer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for field, kind in (("stt_provider", "stt"), ("tts_provider", "tts")):
-            self.fields[field].choices = registry.names(kind, choosable=True)
+        for field, kind in registry.SPEECH_FIELDS:
+            choice = self.fields[field]
+            assert isinstance(choice, serializers.ChoiceField)
+            choice.choices = registry.names(kind, choosable=True)
 
 
 # Secret keys are made by owners and admins only: handlers saved with one are theirs.
@@ -218,7 +220,9 @@ class ToolCallOutput(serializers.Serializer):  # type: ignore[type-arg]
 
 class SessionOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
     id = serializers.UUIDField(source="public_id")
-    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    agent: serializers.SlugRelatedField[Agent] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
     live = serializers.SerializerMethodField()
 
     def get_live(self, session: Session) -> bool:
@@ -351,7 +355,7 @@ class SessionTokenApi(APIView):
             token, plaintext = services.session_token_create(
                 workspace=workspace,
                 agent=agent,
-                created_by_key=request.auth,  # type: ignore[arg-type]
+                created_by_key=request.auth,  # type: ignore[arg-type]  # an ApiKey: see authentication
                 variables=values.get("variables") or {},
                 end_user=values.get("end_user", ""),
                 ttl_s=values.get("ttl_s") or settings.SESSION_TOKEN_TTL_S,

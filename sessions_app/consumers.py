@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -11,7 +12,7 @@ from platform_site.client_address import client_address
 from sessions_app.connection import Connection
 
 
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
+def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key == name:
             return bytes(value).decode("latin-1")

@@ -13,7 +13,8 @@ still holds its state and may still be running a turn); the process that resumes
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from platform_site import backends
 
@@ -112,7 +113,7 @@ class RedisLeases:
             return _decoded(client.zrangebyscore(pool, time.time(), "+inf"))
 
 
-def _decoded(members: list[bytes | str]) -> set[str]:
+def _decoded(members: Iterable[Any]) -> set[str]:
     return {member.decode() if isinstance(member, bytes) else member for member in members}
 
 

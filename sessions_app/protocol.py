@@ -362,6 +362,7 @@ def decode(text: str) -> ClientMessage:
     if model is None:
         raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {_quote(kind)}")
     try:
+        # Every class in MESSAGE_TYPES is one of ClientMessage's members.
         return model.model_validate(obj, by_alias=True, by_name=False)  # type: ignore[return-value]
     except ValidationError as exc:
         raise ProtocolError(ErrorCode.INVALID, describe_errors(exc)) from None

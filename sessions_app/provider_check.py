@@ -98,7 +98,7 @@ async def _check_tts(credential: ProviderCredential, key: str | None) -> str:
             if chunk:
                 return "the voice spoke a test word"
     finally:
-        await audio.aclose()  # type: ignore[attr-defined]
+        await audio.aclose()
     raise ProviderError("the provider answered without audio", code=ErrorCode.TTS_FAILED)
 
 

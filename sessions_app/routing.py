@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from django.urls import path
 
 from sessions_app.consumers import VoiceConsumer
 
-websocket_urlpatterns = [
-    path("v1/session", VoiceConsumer.as_asgi()),
-    path("session", VoiceConsumer.as_asgi()),
+if TYPE_CHECKING:
+    from channels.routing import URLRouter, _ExtendedURLPattern
+
+
+def _session_route(route: str) -> _ExtendedURLPattern:
+    """Django's ``path`` to the ASGI consumer: channels' URLRouter takes it."""
+    pattern = path(route, VoiceConsumer.as_asgi())  # type: ignore[arg-type]  # stubs expect a view
+    return cast("_ExtendedURLPattern", pattern)
+
+
+websocket_urlpatterns: list[_ExtendedURLPattern | URLRouter] = [
+    _session_route("v1/session"),
+    _session_route("session"),
 ]

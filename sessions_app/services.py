@@ -36,7 +36,7 @@ from sessions_app.models import (
 )
 from sessions_app.providers import registry
 from sessions_app.providers.base import TTS
-from tools_app.egress import SecretBinding
+from tools_app.secret_refs import SecretBinding
 from tools_app.services import scrub, secret_bindings
 
 TOOL_TEXT_MAX_BYTES = 4096  # per stored argument/result/error text
@@ -96,7 +96,11 @@ def agent_vocabulary_clean(vocabulary: Any) -> list[str]:
 
 def _check_speech_providers(agent: Agent) -> None:
     """Providers by name: one this platform has, never a scripted fake outside the tests."""
-    for field, kind in (("stt_provider", "stt"), ("tts_provider", "tts")):
+    speech: tuple[tuple[str, registry.Kind], ...] = (
+        ("stt_provider", "stt"),
+        ("tts_provider", "tts"),
+    )
+    for field, kind in speech:
         name = getattr(agent, field)
         if not name:
             continue

@@ -361,7 +361,11 @@ def session_plan_restore(
 def speech_preload() -> None:
     """Start loading the models of the configured speech providers (at process start), so
     that the first session does not wait for them. A provider class may offer ``preload``."""
-    for kind, name in (("stt", settings.STT_PROVIDER), ("tts", settings.TTS_PROVIDER)):
+    configured: tuple[tuple[registry.Kind, str], ...] = (
+        ("stt", settings.STT_PROVIDER),
+        ("tts", settings.TTS_PROVIDER),
+    )
+    for kind, name in configured:
         preload = getattr(registry.provider_class(kind, name), "preload", None)
         if preload is not None:
             preload()

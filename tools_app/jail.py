@@ -110,7 +110,8 @@ def cap_cpu(seconds: float) -> None:
 
 def leave_network() -> bool:
     """An empty network namespace of our own (root only; seccomp covers the rest)."""
-    return _libc().unshare(CLONE_NEWNET) == 0
+    status: int = _libc().unshare(CLONE_NEWNET)
+    return status == 0
 
 
 def drop_privileges(parent: int) -> int:
@@ -214,6 +215,7 @@ class Channel:
             header = await self._reader.readexactly(HEADER_BYTES)
             message = decode_frame(await self._reader.readexactly(frame_length(header)))
             if message.get("t") == "fetched":
+                # A frame without an id (None) finds no reply, as an unknown id does.
                 reply = self._replies.pop(message.get("id"), None)  # type: ignore[arg-type]
                 if reply is not None and not reply.done():
                     reply.set_result(message)

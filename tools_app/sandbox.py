@@ -204,8 +204,9 @@ class _Call:
                 raise _Failed(MEMORY_EXCEEDED)
             for op in state["ops"]:
                 self._start_op(op)
-            if state["outcome"] is not None:
-                return state["outcome"]
+            outcome: dict[str, Any] | None = state["outcome"]
+            if outcome is not None:
+                return outcome
             replies = await self._next_replies(state["timer"])
             await context.eval_cancelable(f"__sandbox.step({_js(json.dumps(replies))})")
 
@@ -304,7 +305,8 @@ def _decode_state(raw: Any) -> dict[str, Any]:
         valid = False
     if not valid:
         raise _Failed("the handler broke the sandbox runtime")
-    return state
+    checked: dict[str, Any] = state
+    return checked
 
 
 def _is_outcome(outcome: Any) -> bool:

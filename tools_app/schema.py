@@ -17,7 +17,7 @@ import copy
 import json
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import jsonschema
 import referencing.exceptions
@@ -250,7 +250,7 @@ def _error_sort_key(error: jsonschema.ValidationError) -> tuple[Any, ...]:
 def _messages(errors: Iterable[jsonschema.ValidationError]) -> Iterator[str]:
     for error in errors:
         if error.validator == "required" and isinstance(error.instance, dict):
-            for name in error.validator_value:
+            for name in cast("list[str]", error.validator_value):  # the required names
                 if name not in error.instance:
                     yield _located("", error.absolute_path, f"missing required argument {name!r}")
         elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -289,5 +289,5 @@ def _json_type(value: object) -> str:
         return "boolean"
     if isinstance(value, int | float):
         return "number"
-    names = {str: "string", list: "array", dict: "object"}
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
     return names.get(type(value), type(value).__name__)

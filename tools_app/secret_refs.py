@@ -124,6 +124,8 @@ class Scanner:
     def __init__(self, secrets: Sequence[SecretBinding]) -> None:
         self.secrets = _scanned(secrets)
         values = tuple(binding.value for binding in self.secrets)
+        self._automaton: ahocorasick_rs.BytesAhoCorasick | None
+        self._owners: list[int]
         self._automaton, self._owners = _automaton(values) if values else (None, [])
 
     def _matches(self, data: bytes) -> list[tuple[int, int, int]]:

@@ -25,7 +25,7 @@ from asgiref.sync import async_to_sync
 from billiard.exceptions import TimeLimitExceeded, WorkerLostError
 from celery import shared_task
 from celery.signals import task_failure, worker_process_init
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections
 from redis.exceptions import RedisError
@@ -52,7 +52,8 @@ WORKER_LOST = (
 )
 
 
-@shared_task(
+# celery takes float time limits, celery-types only int (hence an untyped task here).
+@shared_task(  # type: ignore[call-overload, untyped-decorator]
     name=TASK_NAME,
     acks_late=False,  # handlers are not idempotent: never run one twice
     soft_time_limit=settings.SANDBOX_WALL_TIME_S + 10,
@@ -98,12 +99,12 @@ async def _reply(reply_channel: str, message: dict[str, Any]) -> None:
     session takes the first outcome of a call and drops any other.)"""
     for delay in REPLY_RETRIES_S:
         try:
-            await get_channel_layer().send(reply_channel, message)
+            await _channel_layer().send(reply_channel, message)
             return
         except (RedisError, OSError) as exc:
             logger.warning("tool outcome not sent yet: %s", type(exc).__name__)
             await asyncio.sleep(delay)
-    await get_channel_layer().send(reply_channel, message)
+    await _channel_layer().send(reply_channel, message)
 
 
 def _message(call_id: str, outcome: ToolRunOutcome) -> dict[str, Any]:
@@ -111,7 +112,13 @@ def _message(call_id: str, outcome: ToolRunOutcome) -> dict[str, Any]:
 
 
 def _send(reply_channel: str, call_id: str, outcome: ToolRunOutcome) -> None:
-    async_to_sync(get_channel_layer().send)(reply_channel, _message(call_id, outcome))
+    async_to_sync(_channel_layer().send)(reply_channel, _message(call_id, outcome))
+
+
+def _channel_layer() -> BaseChannelLayer:
+    layer = get_channel_layer()
+    assert layer is not None, "settings.CHANNEL_LAYERS always names a default layer"
+    return layer
 
 
 @worker_process_init.connect

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import httpx
@@ -143,7 +144,7 @@ def event_emit(
             for endpoint in endpoints
         ]
         for delivery in deliveries:
-            transaction.on_commit(lambda pk=delivery.pk: dispatch.schedule(pk, 1, 0.0))
+            transaction.on_commit(partial(dispatch.schedule, delivery.pk, 1, 0.0))
     return deliveries
 
 

@@ -7,7 +7,8 @@ take the same time: the mail goes out from a background task (``secrets_app.mail
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django import forms
 from django.contrib import messages
@@ -24,7 +25,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 from django_otp import login as otp_login
 
-from frontend.dashboard.scope import LAST_WORKSPACE, Scope, workspace_page
+from frontend.dashboard.scope import LAST_WORKSPACE, Scope, signed_in_user, workspace_page
 from platform_site import rates
 from platform_site.client_address import request_address
 from secrets_app import accounts, mail, selectors, services, tasks
@@ -126,7 +127,7 @@ def verify_email(request: HttpRequest, token: str) -> HttpResponse:
 @login_required
 @require_POST
 def resend_verification(request: HttpRequest) -> HttpResponse:
-    user: User = request.user  # type: ignore[assignment]
+    user = signed_in_user(request)
     refusal = _mail_refusal(request)
     if refusal is not None:
         messages.error(request, refusal)
@@ -139,6 +140,9 @@ def resend_verification(request: HttpRequest) -> HttpResponse:
 # ---------------------------------------------------------------- logging in
 
 
+_Cleaned = TypeVar("_Cleaned")
+
+
 class ThrottledLogin:
     """Refuses before checking the password once the account or the address has failed
     too often; every failure (password or code) counts. Mixed into the login form."""
@@ -146,7 +150,7 @@ class ThrottledLogin:
     request: HttpRequest | None
     data: Any
 
-    def throttled_clean(self, check: Any) -> Any:
+    def throttled_clean(self, check: Callable[[], _Cleaned]) -> _Cleaned:
         email = str(self.data.get("username") or "")
         address = request_address(self.request) if self.request is not None else ""
         wait_s = accounts.login_refusal(email=email, address=address)
@@ -180,7 +184,7 @@ class LoginForm(ThrottledLogin, AuthenticationForm):
             )
             return cleaned
 
-        return self.throttled_clean(check)  # type: ignore[no-any-return]
+        return self.throttled_clean(check)
 
 
 class LoginView(auth_views.LoginView):
@@ -188,6 +192,7 @@ class LoginView(auth_views.LoginView):
     template_name = "dashboard/login.html"
     redirect_authenticated_user = True
 
+    # Only ever given its own form_class (the stubs say any AuthenticationForm).
     def form_valid(self, form: LoginForm) -> HttpResponse:  # type: ignore[override]
         response = super().form_valid(form)
         if form.device is not None:
@@ -196,6 +201,7 @@ class LoginView(auth_views.LoginView):
 
 
 class ResetForm(PasswordResetForm):
+    # Queues the mail instead of sending it: every argument but the request is unused.
     def save(self, **kwargs: Any) -> None:  # type: ignore[override]
         request: HttpRequest = kwargs["request"]
         mail.send_later(
@@ -211,6 +217,7 @@ class PasswordResetView(auth_views.PasswordResetView):
     template_name = "dashboard/password_reset_form.html"
     success_url = reverse_lazy("dashboard:password-reset-done")
 
+    # Only ever given its own form_class (the stubs say any PasswordResetForm).
     def form_valid(self, form: ResetForm) -> HttpResponse:  # type: ignore[override]
         refusal = _mail_refusal(self.request)
         if refusal is not None:
@@ -222,7 +229,7 @@ class PasswordResetView(auth_views.PasswordResetView):
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The last workspace this browser used, else the first one, else: create one."""
-    workspaces = selectors.workspace_list_for_user(user=request.user)  # type: ignore[arg-type]
+    workspaces = selectors.workspace_list_for_user(user=signed_in_user(request))
     last = request.session.get(LAST_WORKSPACE)
     workspace = workspaces.filter(pk=last).first() if last else None
     workspace = workspace or workspaces.first()
@@ -239,7 +246,7 @@ def workspace_new(request: HttpRequest) -> HttpResponse:
         workspace = services.workspace_create(
             actor=actor_for_request(request),
             name=form.cleaned_data["name"].strip(),
-            owner=request.user,  # type: ignore[arg-type]
+            owner=signed_in_user(request),
         )
         messages.success(request, f"Workspace “{workspace.name}” is ready.")
         return redirect("dashboard:workspace", workspace.pk)

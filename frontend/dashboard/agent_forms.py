@@ -8,7 +8,7 @@ handler syntax), and each of its ``ToolError``s lands on the tool field it names
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -93,6 +93,7 @@ class LLMFallbacksField(forms.CharField):
             if isinstance(f, dict)
         )
 
+    # Fallback entries where CharField gives a string (its stubs say str | None).
     def to_python(self, value: Any) -> list[dict[str, str]]:  # type: ignore[override]
         fallbacks = []
         for line in (super().to_python(value) or "").splitlines():
@@ -112,6 +113,7 @@ class NameListField(forms.CharField):
     def prepare_value(self, value: Any) -> Any:
         return ", ".join(value) if isinstance(value, list | tuple) else value
 
+    # A list of names where CharField gives a string (its stubs say str | None).
     def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
         names = (super().to_python(value) or "").split(",")
         return [name.strip() for name in names if name.strip()]
@@ -125,8 +127,9 @@ class VocabularyField(forms.CharField):
     def prepare_value(self, value: Any) -> Any:
         return "\n".join(value) if isinstance(value, list | tuple) else value
 
+    # A list of terms where CharField gives a string (its stubs say str | None).
     def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
-        text = super().to_python(value)
+        text = super().to_python(value) or ""
         return [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -239,11 +242,11 @@ class AgentForm(forms.Form):
         fallbacks = self.fields["llm_fallbacks"]
         assert isinstance(fallbacks, LLMFallbacksField)
         fallbacks.connections = frozenset(configured.llms)
-        providers: tuple[tuple[str, registry.Kind], ...] = (
+        speech_fields: tuple[tuple[str, registry.Kind], ...] = (
             ("stt_provider", "stt"),
             ("tts_provider", "tts"),
         )
-        for field, kind in providers:
+        for field, kind in speech_fields:
             select = self.fields[field]
             assert isinstance(select, forms.ChoiceField)
             current = str(self.initial.get(field) or "")
@@ -254,7 +257,7 @@ class AgentForm(forms.Form):
             self.fields["slug"].required = True
 
     def clean_slug(self) -> str:
-        slug = self.cleaned_data["slug"].strip()
+        slug: str = self.cleaned_data["slug"].strip()
         if not slug and self.creating:
             name = self.cleaned_data.get("name") or ""
             slug = slug_from_name(name)
@@ -394,7 +397,7 @@ class BaseToolFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
     def kept_forms(self) -> list[ToolForm]:
         """The blocks that become tools, in order: not removed and not left blank."""
         return [
-            form  # type: ignore[misc]
+            form
             for form in self.forms
             if getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE")
         ]
@@ -409,13 +412,17 @@ class BaseToolFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
                 seen.add(name)
 
 
-ToolFormSet = forms.formset_factory(
-    ToolForm,
-    formset=BaseToolFormSet,
-    extra=1,
-    can_delete=True,
-    max_num=protocol.TOOLS_MAX,
-    validate_max=True,
+# formset_factory makes a subclass of ``formset``; its stubs say only BaseFormSet.
+ToolFormSet = cast(
+    "type[BaseToolFormSet]",
+    forms.formset_factory(
+        ToolForm,
+        formset=BaseToolFormSet,
+        extra=1,
+        can_delete=True,
+        max_num=protocol.TOOLS_MAX,
+        validate_max=True,
+    ),
 )
 
 

@@ -18,7 +18,13 @@ from django.urls import path
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
+from frontend.dashboard.scope import (
+    Scope,
+    confirm_then,
+    render_page,
+    signed_in_user,
+    workspace_page,
+)
 from secrets_app import scopes as key_scopes
 from secrets_app import selectors, services
 from secrets_app.audit import actor_for_request
@@ -115,7 +121,9 @@ class KeyForm(forms.Form):
 
     def __init__(self, *args: Any, agents: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["allowed_agents"].choices = agents
+        select = self.fields["allowed_agents"]
+        assert isinstance(select, forms.ChoiceField)
+        select.choices = agents
         if not agents:
             self.fields[
                 "allowed_agents"
@@ -186,7 +194,7 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     scope.require_key_manager()
-    if request.user.email_verified_at is None:  # type: ignore[union-attr]
+    if signed_in_user(request).email_verified_at is None:
         return render_page(request, scope, "dashboard/keys_verify.html", section=SECTION)
     form = KeyForm(request.POST or None, agents=_agent_choices(scope))
     if request.method == "POST" and form.is_valid():

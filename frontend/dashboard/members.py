@@ -6,6 +6,8 @@ link once (and the invitee gets it by email), then nobody can read it again.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
@@ -16,7 +18,13 @@ from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
+from frontend.dashboard.scope import (
+    Scope,
+    confirm_then,
+    render_page,
+    signed_in_user,
+    workspace_page,
+)
 from secrets_app import mail, selectors, services, tasks
 from secrets_app.audit import actor_for_request
 from secrets_app.models import Invitation, Membership, User
@@ -73,7 +81,7 @@ def invite(request: HttpRequest, scope: Scope) -> HttpResponse:
                 workspace=scope.workspace,
                 email=form.cleaned_data["email"],
                 role=form.cleaned_data["role"],
-                invited_by=request.user,  # type: ignore[arg-type]
+                invited_by=signed_in_user(request),
             )
         except ValidationError as error:
             form.add_error(None, error)
@@ -169,11 +177,10 @@ def revoke_invitation(request: HttpRequest, scope: Scope, invitation_id: int) ->
 def _invitation_page(
     request: HttpRequest, invitation: Invitation | None, *, problem: str | None, status: int = 200
 ) -> HttpResponse:
-    context = {"invitation": invitation, "problem": problem, "here": request.path}
+    context: dict[str, Any] = {"invitation": invitation, "problem": problem, "here": request.path}
     if invitation is not None and request.user.is_authenticated:
         context["already_member"] = (
-            selectors.membership_get(user=request.user, workspace=invitation.workspace)  # type: ignore[arg-type]
-            is not None
+            selectors.membership_get(user=request.user, workspace=invitation.workspace) is not None
         )
     response = render(request, "dashboard/invitation.html", context, status=status)
     response["Cache-Control"] = "no-store"
@@ -197,7 +204,7 @@ def accept(request: HttpRequest, token: str) -> HttpResponse:
         if request.method == "POST":
             return redirect_to_login(request.path)
         return _invitation_page(request, invitation, problem=_problem(invitation, None))
-    user: User = request.user  # type: ignore[assignment]
+    user: User = request.user
     if request.method == "POST":
         try:
             membership = services.invitation_accept(

@@ -19,7 +19,7 @@ from django.shortcuts import redirect, render
 
 from frontend.dashboard.notices import workspace_notices
 from secrets_app import selectors
-from secrets_app.models import Membership, Workspace
+from secrets_app.models import Membership, User, Workspace
 
 LAST_WORKSPACE = "dashboard_workspace_id"
 
@@ -79,13 +79,22 @@ class Scope:
 WorkspaceView = Callable[..., HttpResponse]
 
 
+def signed_in_user(request: HttpRequest) -> User:
+    """The user of a page behind ``login_required`` (the stubs also allow AnonymousUser)."""
+    user = request.user
+    assert user.is_authenticated, "login_required lets only signed-in users through"
+    return user
+
+
 def workspace_page(view: WorkspaceView) -> Callable[..., HttpResponse]:
     """Wrap ``view(request, scope, **kwargs)`` so it only runs for members of the workspace."""
 
     @login_required
     @wraps(view)
     def wrapper(request: HttpRequest, workspace_id: int, **kwargs: Any) -> HttpResponse:
-        membership = selectors.membership_find(user=request.user, workspace_id=workspace_id)
+        membership = selectors.membership_find(
+            user=signed_in_user(request), workspace_id=workspace_id
+        )
         if membership is None:
             raise Http404("No such workspace.")
         request.session[LAST_WORKSPACE] = workspace_id
@@ -106,7 +115,7 @@ def render_page(
     """Render a workspace page with the layout's context (switcher, sidebar, role)."""
     page = {
         "scope": scope,
-        "workspaces": selectors.workspace_list_for_user(user=request.user),  # type: ignore[arg-type]
+        "workspaces": selectors.workspace_list_for_user(user=signed_in_user(request)),
         "nav": OWNER_NAV if scope.is_owner else NAV,
         "section": section,
         "notices": workspace_notices(scope.workspace, is_owner=scope.is_owner),

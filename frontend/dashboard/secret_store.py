@@ -9,6 +9,8 @@ even after an error), error reports mask it, and messages name only the secret.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import ValidationError
@@ -77,14 +79,14 @@ class ReplaceForm(HostsForm):
 
     field_order = ["value", "allowed_hosts", "readable_by_code"]
 
-    def __init__(self, *args: object, scope: Scope, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, scope: Scope, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.scope = scope
         if not scope.can_read_secrets:  # access stays as an owner or admin set it
             del self.fields["allowed_hosts"]
             del self.fields["readable_by_code"]
 
-    def access(self) -> dict[str, object]:
+    def access(self) -> dict[str, Any]:
         """The access fields this user may set, for ``secret_set``."""
         return {
             name: self.cleaned_data[name]

@@ -13,8 +13,8 @@ from django.urls import path
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
+from frontend.dashboard.scope import signed_in_user
 from secrets_app import accounts
-from secrets_app.models import User
 
 
 class CodeForm(forms.Form):
@@ -33,7 +33,7 @@ def _qr_svg(url: str) -> str:
 @login_required
 @require_http_methods(["GET", "POST"])
 def index(request: HttpRequest) -> HttpResponse:
-    user: User = request.user  # type: ignore[assignment]
+    user = signed_in_user(request)
     enabled = accounts.totp_enabled(user=user)
     form = CodeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():

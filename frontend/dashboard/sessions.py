@@ -116,7 +116,9 @@ class SessionFilterForm(forms.Form):
     def __init__(self, data: Any, *, agents: list[Agent]) -> None:
         super().__init__(data)
         self._agents = {str(agent.pk): agent for agent in agents}
-        self.fields["agent"].choices = [
+        select = self.fields["agent"]
+        assert isinstance(select, forms.ChoiceField)
+        select.choices = [
             ("", "Any agent"),
             (selectors.INLINE_CONFIG, "Inline config"),
             *((str(agent.pk), agent.name) for agent in agents),

@@ -68,7 +68,7 @@ def _report(scope: Scope, form: UsageForm) -> tuple[str, list[UsageRow], str, st
         workspace=scope.workspace,
         start=start,
         end=end,
-        group_by=group,  # type: ignore[arg-type]
+        group_by=group,  # type: ignore[arg-type]  # a ChoiceField of GroupBy's values
     )
     return group, rows, start.isoformat(), end.isoformat()
 

@@ -182,8 +182,8 @@ def layout(
 ) -> Waterfall:
     """Rows in the timeline's order, on an axis from 0 (or the earliest start) to a round
     figure past the latest end."""
-    lowest = min(0.0, *(entry["startMs"] for entry in timeline))
-    highest = max(entry["endMs"] for entry in timeline)
+    lowest: float = min(0.0, *(entry["startMs"] for entry in timeline))
+    highest: float = max(entry["endMs"] for entry in timeline)
     step = tick_step(highest - lowest)
     domain_start = math.floor(lowest / step) * step
     domain_end = max(math.ceil(highest / step) * step, domain_start + step)
@@ -266,7 +266,7 @@ def _duration(value: Any) -> float | None:
 def tick_step(span: float, intervals: int = MAX_TICK_INTERVALS) -> float:
     """A round step (1, 2, 2.5, 4 or 5 × 10ⁿ) giving at most ``intervals`` intervals."""
     raw = max(span, 1.0) / intervals
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude: float = 10 ** math.floor(math.log10(raw))
     return next(m * magnitude for m in (1, 2, 2.5, 4, 5, 10) if m * magnitude >= raw)
 
 

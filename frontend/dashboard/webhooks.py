@@ -22,7 +22,7 @@ from webhooks_app import selectors, services
 from webhooks_app.models import EventType, WebhookDelivery, WebhookEndpoint
 
 SECTION = "dashboard:webhooks"
-STATUS_BADGES = {
+STATUS_BADGES: dict[str, str] = {
     WebhookDelivery.Status.SUCCEEDED: "green",
     WebhookDelivery.Status.FAILED: "red",
     WebhookDelivery.Status.RETRYING: "amber",

@@ -151,7 +151,9 @@ class SpeechOutput(SessionCore):
 
 def unavailable_voice(tts: TTS | None, voice: str) -> str | None:
     """Why ``tts`` cannot speak with ``voice`` (None: it can, or it takes any name)."""
-    voices = tts.capabilities.voices if tts is not None else None
+    if tts is None:
+        return None
+    voices = tts.capabilities.voices
     if voices is None or voice.lower() in voices:
         return None
     return (

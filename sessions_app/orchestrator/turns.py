@@ -245,7 +245,7 @@ class Turns(SpeechOutput, ToolCalls):
 
     # ------------------------------------------------------------ interruption
 
-    async def _interrupt(self, reason: str, played_ms: int | None) -> bool:
+    async def _interrupt(self, reason: str, played_ms: float | None) -> bool:
         """Stop the current turn (caller holds the control lock). False: nothing to stop."""
         turn = self._turn
         if turn is None or turn.interrupted:

@@ -33,14 +33,18 @@ def pcm16_to_float(pcm16: bytes) -> np.ndarray:
 def float_to_pcm16(samples: np.ndarray) -> bytes:
     """float samples in [-1, 1] → PCM16 little-endian bytes (clipped)."""
     clipped = np.clip(samples, -1.0, 1.0) * PCM16_MAX
-    return np.rint(clipped).astype("<i2").tobytes()
+    pcm16: bytes = np.rint(clipped).astype("<i2").tobytes()
+    return pcm16
 
 
 def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
     """One whole buffer of float32 mono samples at another rate."""
     if from_rate == to_rate or samples.size == 0:
         return samples.astype(np.float32, copy=False)
-    return soxr.resample(samples.astype(np.float32, copy=False), from_rate, to_rate)
+    resampled: np.ndarray = soxr.resample(
+        samples.astype(np.float32, copy=False), from_rate, to_rate
+    )
+    return resampled
 
 
 class OfflineModel:

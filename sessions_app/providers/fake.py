@@ -351,6 +351,10 @@ class FakeTTS(TTS):
 ToolHandler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 
 
+def _ok(_arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True}
+
+
 @dataclass
 class FakeToolRunner(ToolRunner):
     """Runs server tools as Python callables, in process.
@@ -374,7 +378,7 @@ class FakeToolRunner(ToolRunner):
         try:
             if self.delay:
                 await asyncio.sleep(self.delay)
-            handler = self.handlers.get(invocation.name, lambda _args: {"ok": True})
+            handler: ToolHandler = self.handlers.get(invocation.name, _ok)
             result = handler(invocation.arguments)
             if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
                 result = await result

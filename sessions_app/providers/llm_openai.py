@@ -378,7 +378,8 @@ def _first_choice(choices: Any) -> dict[str, Any] | None:
         return None
     dicts = [choice for choice in choices if isinstance(choice, dict)]
     first = [choice for choice in dicts if choice.get("index", 0) == 0]
-    return (first or dicts or [None])[0]
+    candidates = first or dicts
+    return candidates[0] if candidates else None
 
 
 def _text_of(content: Any) -> str:

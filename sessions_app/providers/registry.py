@@ -11,7 +11,19 @@ from django.conf import settings
 
 from sessions_app.providers.spec import Kind, ProviderSpec, adapter_spec
 
-__all__ = ["Kind", "UnknownProvider", "choosable", "create", "names", "provider", "specs"]
+__all__ = [
+    "SPEECH_FIELDS",
+    "Kind",
+    "UnknownProvider",
+    "choosable",
+    "create",
+    "names",
+    "provider",
+    "specs",
+]
+
+# An agent's speech provider fields and the kind each names.
+SPEECH_FIELDS: tuple[tuple[str, Kind], ...] = (("stt_provider", "stt"), ("tts_provider", "tts"))
 
 _REGISTRY: dict[Kind, dict[str, str]] = {
     "stt": {
@@ -81,7 +93,7 @@ def choosable(kind: Kind, name: str) -> ProviderSpec:
     return spec
 
 
-def provider_class(kind: Kind, name: str) -> type:
+def provider_class(kind: Kind, name: str) -> type[Any]:
     return provider(kind, name).adapter
 
 

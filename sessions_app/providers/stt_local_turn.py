@@ -94,7 +94,8 @@ def features(samples: np.ndarray) -> np.ndarray:
     window[size - len(tail) :] = tail
     window = (window - window.mean()) / np.sqrt(window.var() + _NORMALISE_EPS)
     _session, extractor = _MODEL.get()
-    return extractor(window, padding=0)[np.newaxis].astype(np.float32)
+    extracted: np.ndarray = extractor(window, padding=0)[np.newaxis].astype(np.float32)
+    return extracted
 
 
 def probability_complete(samples: np.ndarray) -> float:

@@ -7,6 +7,7 @@ process), ``handover`` (taking a session over from the process that ran it).
 
 from __future__ import annotations
 
+from secrets_app.crypto import token_digest
 from sessions_app.resume.handover import take_over
 from sessions_app.resume.host import (
     SessionHost,
@@ -21,7 +22,6 @@ from sessions_app.resume.store import (
     ResumeStore,
     StoredSession,
     resume_store,
-    token_digest,
     token_matches,
 )
 

@@ -521,6 +521,7 @@ class SessionHost:
 
     async def _listen(self) -> None:
         layer = get_channel_layer()
+        assert layer is not None  # self.channel is one of its channels
         while not self._stopping:
             try:
                 message = await layer.receive(self.channel)
@@ -581,7 +582,8 @@ class SessionHost:
         finally:
             self._state = "moved"
             layer = get_channel_layer()
-            for reply in self._handover_replies:
-                with contextlib.suppress(Exception):
-                    await layer.send(reply, {"type": "session.handover_done"})
+            if layer is not None:  # the handover requests came through it
+                for reply in self._handover_replies:
+                    with contextlib.suppress(Exception):
+                        await layer.send(reply, {"type": "session.handover_done"})
             self._stop_tasks()

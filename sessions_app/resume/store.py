@@ -207,7 +207,7 @@ class RedisResumeStore(ResumeStore):
     async def events_after(self, session_id: str, last_seq: int) -> list[dict[str, Any]]:
         events_key = _keys(session_id)[1]
         entries = await live.redis_client().xrange(events_key, min=f"{last_seq + 1}-0")
-        return [json.loads(fields[b"e"]) for _id, fields in entries]
+        return [json.loads(fields[b"e"]) for _id, fields in entries or [] if fields]
 
     async def keep(
         self, session_id: str, *, owner: str, owner_ttl: float, ttl: float | None
@@ -228,7 +228,7 @@ class RedisResumeStore(ResumeStore):
 
     async def owner(self, session_id: str) -> str | None:
         value = await live.redis_client().get(_keys(session_id)[2])
-        return value.decode() if value is not None else None
+        return value.decode() if isinstance(value, bytes) else value
 
     async def claim(
         self, session_id: str, *, owner: str, previous: str | None, owner_ttl: float

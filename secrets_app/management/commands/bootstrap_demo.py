@@ -64,7 +64,10 @@ class Command(BaseCommand):
         if not path.exists():
             return None
         demo: dict[str, Any] = json.loads(path.read_text())
-        exists = Workspace.objects.filter(pk=demo.get("workspace_id")).exists()
+        exists = (
+            demo.get("workspace_id") is not None
+            and Workspace.objects.filter(pk=demo["workspace_id"]).exists()
+        )
         return demo if exists and User.objects.filter(email=demo["email"]).exists() else None
 
     @transaction.atomic
