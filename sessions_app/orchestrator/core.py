@@ -1,73 +1,25 @@
 """The state every part of a session shares, and how a session talks to its client.
 
 ``SessionCore`` holds the injected providers and callables, the history and the turn
-state; the mixins in ``speech``, ``tools`` and ``turns`` build on it, and
-``session.VoiceSession`` puts them together.
+state, and owns the ``ToolCalls`` collaborator (``tools``); the mixins in ``speech`` and
+``turns`` build on it, and ``session.VoiceSession`` puts them together.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
-import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from sessions_app.orchestrator.config import SessionConfig, SettledToolCall, TurnMetrics
 from sessions_app.orchestrator.guard import NoGuard, SessionGuard
+from sessions_app.orchestrator.state import Turn, log_failure
+from sessions_app.orchestrator.tools import ToolCalls
 from sessions_app.orchestrator.usage import UsageMeter
 from sessions_app.protocol import ErrorCode, ErrorEvent, ServerEvent
 from sessions_app.providers.base import LLM, STT, TTS, STTStream, ToolRunner
 from sessions_app.providers.resilience import resilient_llm, resilient_tts
-
-# The package's name, not this module's: log configuration written for the single-module
-# orchestrator keeps matching.
-logger = logging.getLogger("sessions_app.orchestrator")
-
-
-@dataclass(eq=False)
-class Sentence:
-    round: int
-    text: str
-    start_ms: float | None = None  # offset in the turn's audio; None: not spoken yet
-
-
-@dataclass(eq=False)
-class Turn:
-    id: int
-    metrics: TurnMetrics | None  # None for the greeting
-    task: asyncio.Task[None] | None = None
-    speech_task: asyncio.Task[None] | None = None
-    speech_queue: asyncio.Queue[Sentence | None] = field(default_factory=asyncio.Queue)
-    round: int = 0
-    round_request_at: float | None = None  # when this round's LLM request went out
-    round_open: bool = False  # streamed text of this round is not in history yet
-    round_text: str = ""
-    text: str = ""  # everything streamed this turn (the `chat` text)
-    steps: list[str] = field(default_factory=list)
-    sentences: list[Sentence] = field(default_factory=list)
-    message: dict[str, Any] | None = None  # the final assistant message, once committed
-    client_calls: set[str] = field(default_factory=set)
-    tool_result_bytes: int = 0  # what this turn's tool results add to its LLM requests
-    audio_ms: float = 0.0  # audio sent so far
-    first_audio_at: float | None = None
-    playback_end: float = 0.0  # when the client will have played all of it (estimate)
-    tts_failed: bool = False
-    awaiting_audio: bool = False  # the greeting waits for the client's audio_ready
-    finished: bool = False
-    interrupted: bool = False
-
-
-@dataclass(eq=False)
-class PendingClientCall:
-    future: asyncio.Future[tuple[Any, str | None]]
-    turn: Turn
-    name: str
-    message: dict[str, Any]
-    arguments: dict[str, Any] = field(default_factory=dict)
 
 
 class SessionCore:
@@ -93,24 +45,18 @@ class SessionCore:
         ``guard`` is asked before each turn and each LLM request (rate limits)."""
         self.config = config
         self._llm, self._tts = resilient_llm(llm), resilient_tts(tts)
-        self._tool_runner, self._stt = tool_runner, stt
+        self._stt = stt
         self._emit_event, self._send_audio = emit, send_audio
         self._clock, self._on_turn_metrics = clock, on_turn_metrics
-        self._on_tool_settled = on_tool_settled
         self._guard: SessionGuard = guard or NoGuard()
         self._last_activity = clock()  # the user's last speech, text or tool result
         self._variables = dict(config.variables)
-        self._tools = {tool.name: tool for tool in config.tools}
         self._history: list[dict[str, Any]] = []
         self._seq = first_seq
         self._emit_lock = asyncio.Lock()
         self._control_lock = asyncio.Lock()  # starting, cancelling and resetting turns
         self._turn: Turn | None = None
         self._turn_ids = 0
-        self._client_calls: dict[str, PendingClientCall] = {}
-        self._used_call_ids: set[str] = set()
-        self._tool_started: dict[str, tuple[Turn, float]] = {}  # call id → (turn, clock)
-        self._background: set[asyncio.Task[Any]] = set()
         self._stt_stream: STTStream | None = None
         self._stt_task: asyncio.Task[None] | None = None
         self._stt_opening = False
@@ -125,6 +71,16 @@ class SessionCore:
         # Set when the session may start no more turns (its workspace is out of quota).
         self._turns_refused: str | None = None
         self._closed = False
+        self._tool_calls = ToolCalls(
+            config=config,
+            runner=tool_runner,
+            usage=self._usage,
+            emit=self._emit,
+            handle_error=self.handle_error,
+            spawn=self._spawn,
+            clock=clock,
+            on_settled=on_tool_settled,
+        )
 
     @property
     def idle_s(self) -> float:
@@ -175,21 +131,3 @@ class SessionCore:
         except Exception as exc:
             log_failure(self.config.session_id, what, exc)
             await self.handle_error(ErrorCode.INTERNAL, "internal error")
-
-
-@contextlib.asynccontextmanager
-async def closing_stream(iterator: AsyncIterator[Any]) -> AsyncIterator[AsyncIterator[Any]]:
-    """Close a provider stream promptly (its HTTP response) even when the turn is cancelled."""
-    try:
-        yield iterator
-    finally:
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
-def log_failure(session_id: str, what: str, exc: BaseException) -> None:
-    # Exception messages may quote transcripts or tool arguments: log the type and the
-    # code locations only.
-    frames = "".join(traceback.format_tb(exc.__traceback__))
-    logger.error("session %s: %s failed with %s\n%s", session_id, what, type(exc).__name__, frames)

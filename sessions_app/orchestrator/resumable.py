@@ -29,7 +29,7 @@ class Resumable(Turns):
             "history": self._history,
             "variables": self._variables,
             "turnIds": self._turn_ids,
-            "usedCallIds": sorted(self._used_call_ids),
+            "usedCallIds": sorted(self._tool_calls.used_call_ids),
             "pendingCalls": self._pending_calls(),
         }
 
@@ -38,7 +38,7 @@ class Resumable(Turns):
         self._history = list(snapshot.get("history") or [])
         self._variables = dict(snapshot.get("variables") or {})
         self._turn_ids = int(snapshot.get("turnIds") or 0)
-        self._used_call_ids = set(snapshot.get("usedCallIds") or [])
+        self._tool_calls.used_call_ids = set(snapshot.get("usedCallIds") or [])
         self._lost_calls = [(c["callId"], c["name"]) for c in snapshot.get("pendingCalls") or []]
         lost = {call_id for call_id, _name in self._lost_calls}
         for message in self._history:
@@ -50,7 +50,7 @@ class Resumable(Turns):
         """Calls that were running when their process went away end as failed for the client."""
         lost, self._lost_calls = getattr(self, "_lost_calls", []), []
         for call_id, name in lost:
-            await self._tool_status(call_id, name, "failed")
+            await self._tool_calls.tool_status(call_id, name, "failed")
 
     async def settle(self, within_s: float) -> None:
         """Before a handover: let the turn and running server tools finish, up to ``within_s``.
@@ -62,7 +62,7 @@ class Resumable(Turns):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within_s
         while (remaining := deadline - loop.time()) > 0:
-            running = {task for task in self._background if not task.done()}
+            running = {task for task in self._tool_calls.background if not task.done()}
             turn = self._turn
             if (
                 turn is not None
@@ -80,7 +80,8 @@ class Resumable(Turns):
             await self._interrupt("handover", None)
 
     def _pending_calls(self) -> list[dict[str, str]]:
-        if not self._tool_started:
+        running = self._tool_calls.running_ids
+        if not running:
             return []
         names = {
             call["id"]: call["function"]["name"]
@@ -89,6 +90,6 @@ class Resumable(Turns):
         }
         return [
             {"callId": call_id, "name": names.get(call_id, "")}
-            for call_id in self._tool_started
+            for call_id in running
             if call_id in names
         ]

@@ -9,8 +9,8 @@ from typing import Any
 
 from sessions_app import protocol
 from sessions_app.orchestrator.config import render_template
-from sessions_app.orchestrator.core import closing_stream, log_failure
 from sessions_app.orchestrator.resumable import Resumable
+from sessions_app.orchestrator.state import closing_stream, log_failure
 from sessions_app.protocol import (
     CancelledEvent,
     ErrorCode,
@@ -146,6 +146,12 @@ class VoiceSession(Resumable):
         else:
             self._usage.stt_audio_bytes += len(pcm)
 
+    async def resolve_tool_result(
+        self, call_id: str, result: Any = None, error: str | None = None
+    ) -> None:
+        """A client tool's outcome (``tool_result``), for the call waiting on it."""
+        await self._tool_calls.resolve_tool_result(call_id, result, error)
+
     async def cancel(self, *, played_ms: int | None = None) -> None:
         async with self._control_lock:
             if not await self._interrupt("cancel", played_ms):
@@ -183,11 +189,9 @@ class VoiceSession(Resumable):
         if self._closed:
             return
         self._closed = True
-        for pending in self._client_calls.values():
-            pending.future.cancel()
-        self._client_calls.clear()
+        self._tool_calls.drop_client_calls()
         turn = self._turn
-        tasks = {self._stt_task, *self._background, *self._prepared.values()}
+        tasks = {self._stt_task, *self._tool_calls.background, *self._prepared.values()}
         if turn is not None:
             tasks |= {turn.task, turn.speech_task}
         running = {task for task in tasks if task is not None and not task.done()}

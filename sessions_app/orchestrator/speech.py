@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from sessions_app.orchestrator.core import Sentence, SessionCore, Turn, closing_stream
+from sessions_app.orchestrator.core import SessionCore
+from sessions_app.orchestrator.state import Sentence, Turn, closing_stream
 from sessions_app.protocol import ErrorCode, TtsDoneEvent
 from sessions_app.providers.base import TTS, ProviderError
 from sessions_app.providers.resilience import Report

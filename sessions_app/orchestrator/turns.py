@@ -11,9 +11,8 @@ from typing import Any, Literal
 
 from sessions_app.orchestrator.budget import fit_history
 from sessions_app.orchestrator.config import TurnMetrics, render_template
-from sessions_app.orchestrator.core import Turn, closing_stream, log_failure
 from sessions_app.orchestrator.speech import SpeechOutput
-from sessions_app.orchestrator.tools import ToolCalls
+from sessions_app.orchestrator.state import Turn, closing_stream, log_failure
 from sessions_app.orchestrator.usage import wire_usage
 from sessions_app.protocol import (
     CancelledEvent,
@@ -41,7 +40,7 @@ TOOLS_EXHAUSTED_NOTE = (
 )
 
 
-class Turns(SpeechOutput, ToolCalls):
+class Turns(SpeechOutput):
     async def _begin_turn(
         self,
         text: str,
@@ -113,13 +112,14 @@ class Turns(SpeechOutput, ToolCalls):
 
     async def _abandon(self, turn: Turn) -> None:
         await _stop(turn.speech_task)
-        for call_id in turn.client_calls:
-            self._client_calls.pop(call_id, None)
+        self._tool_calls.forget(turn)
         self._cut_history(turn, None)
         await self._finish_turn(turn, "failed")
 
     async def _converse(self, turn: Turn) -> None:
-        specs = [ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values()]
+        specs = [
+            ToolSpec(t.name, t.description, t.parameters) for t in self._tool_calls.specs.values()
+        ]
         steps = max(1, self.config.max_tool_steps)
         for round_no in range(1, steps + 1):
             turn.round = round_no
@@ -127,7 +127,7 @@ class Turns(SpeechOutput, ToolCalls):
             messages = self._llm_messages(exhausted=last and round_no > 1 and bool(specs))
             text, calls = await self._stream_round(turn, messages, [] if last else specs)
             if calls and not last:
-                await self._run_tools(turn, text, calls)
+                await self._tool_calls.run(turn, text, calls, self._history)
                 continue
             if text:  # calls on the last round are dropped: the turn ends with what it has
                 turn.message = {"role": "assistant", "content": text}
@@ -263,7 +263,7 @@ class Turns(SpeechOutput, ToolCalls):
         turn.interrupted = True
         await _stop(turn.task, turn.speech_task)
         await self._emit(CancelledEvent(reason=reason))
-        await self._cancel_client_calls(turn)
+        await self._tool_calls.cancel_client_calls(turn)
         self._cut_history(turn, played_ms)
         await self._finish_turn(turn, "cancelled")
         return True
