@@ -1,8 +1,9 @@
 """The state every part of a session shares, and how a session talks to its client.
 
 ``SessionCore`` holds the injected providers and callables, the history and the turn
-state, and owns the ``ToolCalls`` collaborator (``tools``); the mixins in ``speech`` and
-``turns`` build on it, and ``session.VoiceSession`` puts them together.
+state, and owns the collaborators ``SpeechOutput`` (``speech``) and ``ToolCalls``
+(``tools``); the mixins in ``turns`` and ``resumable`` build on it, and
+``session.VoiceSession`` puts them together.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from sessions_app.orchestrator.config import SessionConfig, SettledToolCall, TurnMetrics
 from sessions_app.orchestrator.guard import NoGuard, SessionGuard
+from sessions_app.orchestrator.speech import SpeechOutput
 from sessions_app.orchestrator.state import Turn, log_failure
 from sessions_app.orchestrator.tools import ToolCalls
 from sessions_app.orchestrator.usage import UsageMeter
@@ -44,9 +46,9 @@ class SessionCore:
         every tool call that reached its final status (for the session's record).
         ``guard`` is asked before each turn and each LLM request (rate limits)."""
         self.config = config
-        self._llm, self._tts = resilient_llm(llm), resilient_tts(tts)
+        self._llm = resilient_llm(llm)
         self._stt = stt
-        self._emit_event, self._send_audio = emit, send_audio
+        self._emit_event = emit
         self._clock, self._on_turn_metrics = clock, on_turn_metrics
         self._guard: SessionGuard = guard or NoGuard()
         self._last_activity = clock()  # the user's last speech, text or tool result
@@ -62,8 +64,6 @@ class SessionCore:
         self._stt_opening = False
         self._early_audio: list[bytes] = []
         self._audio_refused = False
-        # Speech synthesized ahead (the greeting's first sentence, before `ready`), by text.
-        self._prepared: dict[str, asyncio.Task[list[bytes]]] = {}
         self._audio_ready = asyncio.Event()
         if config.audio_ready:
             self._audio_ready.set()
@@ -71,6 +71,16 @@ class SessionCore:
         # Set when the session may start no more turns (its workspace is out of quota).
         self._turns_refused: str | None = None
         self._closed = False
+        self._speech = SpeechOutput(
+            config=config,
+            tts=resilient_tts(tts),
+            usage=self._usage,
+            emit=self._emit,
+            send_audio=send_audio,
+            handle_error=self.handle_error,
+            spawn=self._spawn,
+            clock=clock,
+        )
         self._tool_calls = ToolCalls(
             config=config,
             runner=tool_runner,
@@ -92,7 +102,7 @@ class SessionCore:
 
     @property
     def speaks(self) -> bool:
-        return self.config.mode == "voice" and self._tts is not None
+        return self._speech.speaks
 
     async def handle_error(self, code: ErrorCode, message: str) -> None:
         """Emit an ``error`` event in this session's sequence (never raises)."""

@@ -65,7 +65,7 @@ class VoiceSession(Resumable):
         if greeting and self.speaks and self._audio_ready.is_set():
             # Its first words are synthesized before `ready`, so they play right after it.
             # (A page that cannot play yet may never hear it: the TTS is not asked then.)
-            await self._prepare_speech(split_sentences(greeting)[0], wait_s=GREETING_WAIT_S)
+            await self._speech.prepare(split_sentences(greeting)[0], wait_s=GREETING_WAIT_S)
         await self._emit(
             ReadyEvent(
                 session_id=config.session_id,
@@ -76,7 +76,7 @@ class VoiceSession(Resumable):
                 notice=config.notice or None,
             )
         )
-        await self._check_voice()
+        await self._speech.check_voice()
         if config.mode == "voice":
             await self._open_stt()
         if greeting:
@@ -191,7 +191,7 @@ class VoiceSession(Resumable):
         self._closed = True
         self._tool_calls.drop_client_calls()
         turn = self._turn
-        tasks = {self._stt_task, *self._tool_calls.background, *self._prepared.values()}
+        tasks = {self._stt_task, *self._tool_calls.background, *self._speech.prepared}
         if turn is not None:
             tasks |= {turn.task, turn.speech_task}
         running = {task for task in tasks if task is not None and not task.done()}
@@ -311,4 +311,4 @@ class VoiceSession(Resumable):
         turn = self._turn
         if turn is None or turn.first_audio_at is None:
             return False
-        return not turn.finished or self._playing(turn)
+        return not turn.finished or self._speech.playing(turn)

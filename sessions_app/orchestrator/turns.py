@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from sessions_app.orchestrator.budget import fit_history
 from sessions_app.orchestrator.config import TurnMetrics, render_template
-from sessions_app.orchestrator.speech import SpeechOutput
+from sessions_app.orchestrator.core import SessionCore
 from sessions_app.orchestrator.state import Turn, closing_stream, log_failure
 from sessions_app.orchestrator.usage import wire_usage
 from sessions_app.protocol import (
@@ -40,7 +40,7 @@ TOOLS_EXHAUSTED_NOTE = (
 )
 
 
-class Turns(SpeechOutput):
+class Turns(SessionCore):
     async def _begin_turn(
         self,
         text: str,
@@ -91,8 +91,8 @@ class Turns(SpeechOutput):
         await self._audio_ready.wait()
         turn.awaiting_audio = False
         for sentence in split_sentences(greeting):
-            self._say(turn, sentence)
-        await self._finish_speech(turn)
+            self._speech.say(turn, sentence)
+        await self._speech.finish(turn)
         await self._finish_turn(turn, "completed")
 
     async def _run_turn(self, turn: Turn) -> None:
@@ -113,7 +113,7 @@ class Turns(SpeechOutput):
     async def _abandon(self, turn: Turn) -> None:
         await _stop(turn.speech_task)
         self._tool_calls.forget(turn)
-        self._cut_history(turn, None)
+        self._speech.cut_history(turn, None, self._history)
         await self._finish_turn(turn, "failed")
 
     async def _converse(self, turn: Turn) -> None:
@@ -138,7 +138,7 @@ class Turns(SpeechOutput):
             self._reply_instead_of_nothing(turn)
         await self._emit(ChatEvent(text=turn.text, steps=turn.steps))
         if self.speaks:
-            await self._finish_speech(turn)
+            await self._speech.finish(turn)
 
     def _reply_instead_of_nothing(self, turn: Turn) -> None:
         """The LLM wrote nothing: say the agent's fallback sentence, never silence."""
@@ -148,7 +148,7 @@ class Turns(SpeechOutput):
             self._history.append(turn.message)
         turn.message["content"] = turn.text
         if self.speaks:
-            self._say(turn, turn.text)
+            self._speech.say(turn, turn.text)
 
     def _llm_messages(self, *, exhausted: bool) -> list[dict[str, Any]]:
         instructions = render_template(self.config.instructions, self._variables)
@@ -189,7 +189,7 @@ class Turns(SpeechOutput):
         finally:  # an interrupted round was still a request the provider worked on
             self._meter_round(messages, tools, turn.round_text, calls, done)
         for sentence in splitter.flush() if splitter else ():
-            self._say(turn, sentence)
+            self._speech.say(turn, sentence)
         return turn.round_text, calls
 
     def _meter_round(
@@ -221,7 +221,7 @@ class Turns(SpeechOutput):
         turn.round_text += text
         turn.text += text
         for sentence in splitter.push(text) if splitter else ():
-            self._say(turn, sentence)
+            self._speech.say(turn, sentence)
         await self._emit(ChatDeltaEvent(text=text))
 
     async def _finish_turn(
@@ -256,15 +256,15 @@ class Turns(SpeechOutput):
             return False
         running = turn.task is not None and not turn.task.done() and not turn.finished
         # The client's playedMs outranks our estimate of its playback.
-        if not running and not self._playing(turn) and played_ms is None:
+        if not running and not self._speech.playing(turn) and played_ms is None:
             return False
         if played_ms is None and (reason != "cancel" or not running):
-            played_ms = self._estimated_played_ms(turn)
+            played_ms = self._speech.estimated_played_ms(turn)
         turn.interrupted = True
         await _stop(turn.task, turn.speech_task)
         await self._emit(CancelledEvent(reason=reason))
         await self._tool_calls.cancel_client_calls(turn)
-        self._cut_history(turn, played_ms)
+        self._speech.cut_history(turn, played_ms, self._history)
         await self._finish_turn(turn, "cancelled")
         return True
 
