@@ -1,9 +1,9 @@
 """The state every part of a session shares, and how a session talks to its client.
 
 ``SessionCore`` holds the injected providers and callables, the history and the turn
-state, and owns the collaborators ``SpeechOutput`` (``speech``) and ``ToolCalls``
-(``tools``); the mixins in ``turns`` and ``resumable`` build on it, and
-``session.VoiceSession`` puts them together.
+state, and owns the collaborators ``SpeechOutput`` (``speech``), ``ToolCalls``
+(``tools``) and ``Turns`` (``turns``), each given only what it needs; ``resumable`` and
+``session.VoiceSession`` build on it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Any
 from sessions_app.orchestrator.config import SessionConfig, SettledToolCall, TurnMetrics
 from sessions_app.orchestrator.guard import NoGuard, SessionGuard
 from sessions_app.orchestrator.speech import SpeechOutput
-from sessions_app.orchestrator.state import Turn, log_failure
+from sessions_app.orchestrator.state import log_failure
 from sessions_app.orchestrator.tools import ToolCalls
+from sessions_app.orchestrator.turns import Turns
 from sessions_app.orchestrator.usage import UsageMeter
 from sessions_app.protocol import ErrorCode, ErrorEvent, ServerEvent
 from sessions_app.providers.base import LLM, STT, TTS, STTStream, ToolRunner
@@ -46,19 +47,15 @@ class SessionCore:
         every tool call that reached its final status (for the session's record).
         ``guard`` is asked before each turn and each LLM request (rate limits)."""
         self.config = config
-        self._llm = resilient_llm(llm)
         self._stt = stt
         self._emit_event = emit
-        self._clock, self._on_turn_metrics = clock, on_turn_metrics
-        self._guard: SessionGuard = guard or NoGuard()
+        self._clock = clock
         self._last_activity = clock()  # the user's last speech, text or tool result
+        # History and variables change in place (reset, restore): ``Turns`` shares them.
         self._variables = dict(config.variables)
         self._history: list[dict[str, Any]] = []
         self._seq = first_seq
         self._emit_lock = asyncio.Lock()
-        self._control_lock = asyncio.Lock()  # starting, cancelling and resetting turns
-        self._turn: Turn | None = None
-        self._turn_ids = 0
         self._stt_stream: STTStream | None = None
         self._stt_task: asyncio.Task[None] | None = None
         self._stt_opening = False
@@ -68,8 +65,6 @@ class SessionCore:
         if config.audio_ready:
             self._audio_ready.set()
         self._usage = UsageMeter(tts_sample_rate=config.tts_sample_rate)
-        # Set when the session may start no more turns (its workspace is out of quota).
-        self._turns_refused: str | None = None
         self._closed = False
         self._speech = SpeechOutput(
             config=config,
@@ -90,6 +85,23 @@ class SessionCore:
             spawn=self._spawn,
             clock=clock,
             on_settled=on_tool_settled,
+        )
+        self._turns = Turns(
+            config=config,
+            llm=resilient_llm(llm),
+            guard=guard or NoGuard(),
+            usage=self._usage,
+            speech=self._speech,
+            tool_calls=self._tool_calls,
+            history=self._history,
+            variables=self._variables,
+            audio_ready=self._audio_ready,
+            emit=self._emit,
+            handle_error=self.handle_error,
+            spawn=self._spawn,
+            clock=clock,
+            closed=lambda: self._closed,
+            on_turn_metrics=on_turn_metrics,
         )
 
     @property

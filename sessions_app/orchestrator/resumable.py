@@ -14,12 +14,12 @@ import asyncio
 import json
 from typing import Any
 
-from sessions_app.orchestrator.turns import Turns
+from sessions_app.orchestrator.core import SessionCore
 
 LOST_CALL_ERROR = "interrupted: the session moved to another server while the tool ran"
 
 
-class Resumable(Turns):
+class Resumable(SessionCore):
     _lost_calls: list[tuple[str, str]]
 
     def snapshot(self) -> dict[str, Any]:
@@ -28,16 +28,17 @@ class Resumable(Turns):
             "seq": self._seq,
             "history": self._history,
             "variables": self._variables,
-            "turnIds": self._turn_ids,
+            "turnIds": self._turns.ids,
             "usedCallIds": sorted(self._tool_calls.used_call_ids),
             "pendingCalls": self._pending_calls(),
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Take over a snapshot's state (before ``resume``)."""
-        self._history = list(snapshot.get("history") or [])
-        self._variables = dict(snapshot.get("variables") or {})
-        self._turn_ids = int(snapshot.get("turnIds") or 0)
+        self._history[:] = list(snapshot.get("history") or [])
+        self._variables.clear()
+        self._variables.update(snapshot.get("variables") or {})
+        self._turns.ids = int(snapshot.get("turnIds") or 0)
         self._tool_calls.used_call_ids = set(snapshot.get("usedCallIds") or [])
         self._lost_calls = [(c["callId"], c["name"]) for c in snapshot.get("pendingCalls") or []]
         lost = {call_id for call_id, _name in self._lost_calls}
@@ -63,7 +64,7 @@ class Resumable(Turns):
         deadline = loop.time() + within_s
         while (remaining := deadline - loop.time()) > 0:
             running = {task for task in self._tool_calls.background if not task.done()}
-            turn = self._turn
+            turn = self._turns.current
             if (
                 turn is not None
                 and turn.task is not None
@@ -76,8 +77,8 @@ class Resumable(Turns):
                 break
             # Re-check now and then: a turn may start waiting for a client tool.
             await asyncio.wait(running, timeout=min(remaining, 0.1))
-        async with self._control_lock:
-            await self._interrupt("handover", None)
+        async with self._turns.control_lock:
+            await self._turns.interrupt("handover", None)
 
     def _pending_calls(self) -> list[dict[str, str]]:
         running = self._tool_calls.running_ids

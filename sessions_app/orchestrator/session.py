@@ -81,7 +81,7 @@ class VoiceSession(Resumable):
             await self._open_stt()
         if greeting:
             await self._emit(GreetingEvent(text=greeting))
-            await self._greet(greeting)
+            await self._turns.greet(greeting)
 
     async def resume(self) -> None:
         """Go on after ``restore`` in another process: no ``ready``, no greeting."""
@@ -97,7 +97,7 @@ class VoiceSession(Resumable):
             self._active()
         match message:
             case protocol.TextMessage():
-                await self._begin_turn(message.text, "text", self._clock())
+                await self._turns.begin(message.text, "text", self._clock())
             case protocol.CancelMessage():
                 await self.cancel(played_ms=message.played_ms)
             case protocol.ResetMessage():
@@ -153,15 +153,15 @@ class VoiceSession(Resumable):
         await self._tool_calls.resolve_tool_result(call_id, result, error)
 
     async def cancel(self, *, played_ms: int | None = None) -> None:
-        async with self._control_lock:
-            if not await self._interrupt("cancel", played_ms):
+        async with self._turns.control_lock:
+            if not await self._turns.interrupt("cancel", played_ms):
                 await self._emit(CancelledEvent(reason="cancel"))
 
     async def reset(self) -> None:
-        async with self._control_lock:
-            await self._interrupt("reset", None)
+        async with self._turns.control_lock:
+            await self._turns.interrupt("reset", None)
             self._history.clear()
-            self._turn = None
+            self._turns.current = None
             await self._emit(ResetEvent())
 
     def take_usage(self) -> dict[str, int]:
@@ -170,14 +170,14 @@ class VoiceSession(Resumable):
 
     async def refuse_turns(self, message: str) -> None:
         """Say ``message`` (code ``quota_exceeded``); from now on no new turn starts."""
-        self._turns_refused = message
+        self._turns.refused = message
         await self.handle_error(ErrorCode.QUOTA_EXCEEDED, message)
 
     async def current_turn_done(self, within_s: float) -> None:
         """Wait, up to ``within_s``, until the running turn is over and its audio played."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within_s
-        turn = self._turn
+        turn = self._turns.current
         if turn is not None and turn.task is not None and not turn.task.done():
             await asyncio.wait({turn.task}, timeout=within_s)
         if turn is not None and self.speaks:
@@ -190,7 +190,7 @@ class VoiceSession(Resumable):
             return
         self._closed = True
         self._tool_calls.drop_client_calls()
-        turn = self._turn
+        turn = self._turns.current
         tasks = {self._stt_task, *self._tool_calls.background, *self._speech.prepared}
         if turn is not None:
             tasks |= {turn.task, turn.speech_task}
@@ -224,7 +224,7 @@ class VoiceSession(Resumable):
                 "nothing changed (update variables instead, or reset)",
             )
             return
-        self._variables = merged
+        self._variables.update(merged)
         if note:
             self._history.append({"role": "system", "content": CONTEXT_NOTE + note})
 
@@ -289,7 +289,7 @@ class VoiceSession(Resumable):
             if self._agent_speaking() and not self._interrupts(event.text):
                 return  # "mm-hmm" while the agent talks: a backchannel, not a turn
             await self._barge_in()
-            await self._begin_turn(
+            await self._turns.begin(
                 event.text.strip(),
                 "speech",
                 self._clock(),
@@ -303,12 +303,12 @@ class VoiceSession(Resumable):
         return len(words) >= max(1, self.config.barge_in_min_words)
 
     async def _barge_in(self) -> None:
-        async with self._control_lock:
+        async with self._turns.control_lock:
             if self._agent_speaking():
-                await self._interrupt("barge_in", None)
+                await self._turns.interrupt("barge_in", None)
 
     def _agent_speaking(self) -> bool:
-        turn = self._turn
+        turn = self._turns.current
         if turn is None or turn.first_audio_at is None:
             return False
         return not turn.finished or self._speech.playing(turn)

@@ -1,19 +1,28 @@
 """The turn lifecycle: begin, converse with the LLM (tool rounds included), finish.
 
 Each assistant turn is one task that an interruption cancels. A turn streams its rounds
-into history as they close; ``_interrupt`` cuts the open one down to what the user got.
+into history as they close; ``interrupt`` cuts the open one down to what the user got.
+
+``Turns`` is owned by the session and given what a turn needs: the config, the LLM, the
+guard, the usage meter, the ``SpeechOutput`` and ``ToolCalls`` collaborators, the
+conversation (history and variables, which the session keeps and restores in place), and
+callables to emit events, report errors, spawn tasks, read the clock and ask whether the
+session is closed. It holds the current turn and the lock that starts and stops turns.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 from sessions_app.orchestrator.budget import fit_history
-from sessions_app.orchestrator.config import TurnMetrics, render_template
-from sessions_app.orchestrator.core import SessionCore
+from sessions_app.orchestrator.config import SessionConfig, TurnMetrics, render_template
+from sessions_app.orchestrator.guard import SessionGuard
+from sessions_app.orchestrator.speech import SpeechOutput
 from sessions_app.orchestrator.state import Turn, closing_stream, log_failure
-from sessions_app.orchestrator.usage import wire_usage
+from sessions_app.orchestrator.tools import Emit, Spawn, ToolCalls
+from sessions_app.orchestrator.usage import UsageMeter, wire_usage
 from sessions_app.protocol import (
     CancelledEvent,
     ChatDeltaEvent,
@@ -30,6 +39,7 @@ from sessions_app.providers.base import (
     ToolCallsRequested,
     ToolSpec,
 )
+from sessions_app.providers.resilience import ResilientLLM
 from sessions_app.sentences import SentenceSplitter, split_sentences
 
 # A reply's opening clause of at least this many words is spoken on its own, sooner.
@@ -40,8 +50,42 @@ TOOLS_EXHAUSTED_NOTE = (
 )
 
 
-class Turns(SessionCore):
-    async def _begin_turn(
+class Turns:
+    def __init__(
+        self,
+        *,
+        config: SessionConfig,
+        llm: ResilientLLM,
+        guard: SessionGuard,
+        usage: UsageMeter,
+        speech: SpeechOutput,
+        tool_calls: ToolCalls,
+        history: list[dict[str, Any]],
+        variables: dict[str, str],
+        audio_ready: asyncio.Event,
+        emit: Emit,
+        handle_error: Callable[[ErrorCode, str], Coroutine[Any, Any, None]],
+        spawn: Spawn,
+        clock: Callable[[], float],
+        closed: Callable[[], bool],
+        on_turn_metrics: Callable[[TurnMetrics], None] | None = None,
+    ) -> None:
+        self.config, self._llm, self._guard, self._usage = config, llm, guard, usage
+        self._speech, self._tool_calls = speech, tool_calls
+        self._history, self._variables, self._audio_ready = history, variables, audio_ready
+        self._emit, self.handle_error, self._spawn = emit, handle_error, spawn
+        self._clock, self._closed, self._on_turn_metrics = clock, closed, on_turn_metrics
+        self.control_lock = asyncio.Lock()  # starting, cancelling and resetting turns
+        self.current: Turn | None = None
+        self.ids = 0  # turns started so far (the greeting counts)
+        # Set when the session may start no more turns (its workspace is out of quota).
+        self.refused: str | None = None
+
+    @property
+    def speaks(self) -> bool:
+        return self._speech.speaks
+
+    async def begin(
         self,
         text: str,
         source: Literal["speech", "text"],
@@ -54,33 +98,33 @@ class Turns(SessionCore):
         if refusal is not None:  # the running turn goes on undisturbed
             await self.handle_error(ErrorCode.RATE_LIMITED, refusal)
             return
-        async with self._control_lock:
-            if self._closed:
+        async with self.control_lock:
+            if self._closed():
                 return
-            if self._turns_refused is not None:
-                await self.handle_error(ErrorCode.QUOTA_EXCEEDED, self._turns_refused)
+            if self.refused is not None:
+                await self.handle_error(ErrorCode.QUOTA_EXCEEDED, self.refused)
                 return
-            await self._interrupt("new_turn", None)
-            if self._closed:  # closed meanwhile: start nothing close() would not see
+            await self.interrupt("new_turn", None)
+            if self._closed():  # closed meanwhile: start nothing close() would not see
                 return
-            self._turn_ids += 1
+            self.ids += 1
             metrics = TurnMetrics(
-                self._turn_ids, source, at, speech_end_at=speech_end_at, endpoint_at=endpoint_at
+                self.ids, source, at, speech_end_at=speech_end_at, endpoint_at=endpoint_at
             )
-            turn = Turn(id=self._turn_ids, metrics=metrics)
+            turn = Turn(id=self.ids, metrics=metrics)
             self._history.append({"role": "user", "content": text})
-            self._turn = turn
+            self.current = turn
             # The LLM request goes out while `turn` is being sent; the emit lock, taken
             # before the task first runs, keeps `turn` and `thinking` ahead of its events.
             turn.task = self._spawn("turn", self._run_turn, turn)
             await self._emit(TurnEvent(text=text), ThinkingEvent())
 
-    async def _greet(self, greeting: str) -> None:
-        self._turn_ids += 1
-        turn = Turn(id=self._turn_ids, metrics=None)
+    async def greet(self, greeting: str) -> None:
+        self.ids += 1
+        turn = Turn(id=self.ids, metrics=None)
         turn.message = {"role": "assistant", "content": greeting}
         self._history.append(turn.message)
-        self._turn = turn
+        self.current = turn
         if not self.speaks:
             turn.finished = True
             return
@@ -245,9 +289,9 @@ class Turns(SessionCore):
 
     # ------------------------------------------------------------ interruption
 
-    async def _interrupt(self, reason: str, played_ms: float | None) -> bool:
+    async def interrupt(self, reason: str, played_ms: float | None) -> bool:
         """Stop the current turn (caller holds the control lock). False: nothing to stop."""
-        turn = self._turn
+        turn = self.current
         if turn is None or turn.interrupted:
             return False
         if turn.awaiting_audio:  # a greeting shown but never heard: drop its speech only
