@@ -2,8 +2,8 @@
 
 ``SessionCore`` holds the injected providers and callables, the history and the turn
 state, and owns the collaborators ``SpeechOutput`` (``speech``), ``ToolCalls``
-(``tools``) and ``Turns`` (``turns``), each given only what it needs; ``resumable`` and
-``session.VoiceSession`` build on it.
+(``tools``), ``Turns`` (``turns``) and ``Moves`` (``resumable``), each given only what it
+needs; ``session.VoiceSession`` builds on it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from sessions_app.orchestrator.config import SessionConfig, SettledToolCall, TurnMetrics
 from sessions_app.orchestrator.guard import NoGuard, SessionGuard
+from sessions_app.orchestrator.resumable import Moves
 from sessions_app.orchestrator.speech import SpeechOutput
 from sessions_app.orchestrator.state import log_failure
 from sessions_app.orchestrator.tools import ToolCalls
@@ -102,6 +103,14 @@ class SessionCore:
             clock=clock,
             closed=lambda: self._closed,
             on_turn_metrics=on_turn_metrics,
+        )
+        self._moves = Moves(
+            history=self._history,
+            variables=self._variables,
+            turns=self._turns,
+            tool_calls=self._tool_calls,
+            audio_ready=self._audio_ready,
+            last_seq=lambda: self._seq,
         )
 
     @property

@@ -6,26 +6,45 @@ goes on changing the objects it refers to. ``restore`` puts it into a freshly bu
 session of another process; ``seq`` is not restored here, because the caller knows
 more (the events the old process logged after its snapshot, the client's ``lastSeq``)
 and passes the session's next seq as ``first_seq``.
+
+``Moves`` is owned by the session and given the conversation (history and variables,
+restored in place), the ``Turns`` and ``ToolCalls`` collaborators, the event that says
+the client can play audio, and a callable for the session's last seq.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
-from sessions_app.orchestrator.core import SessionCore
+from sessions_app.orchestrator.tools import ToolCalls
+from sessions_app.orchestrator.turns import Turns
 
 LOST_CALL_ERROR = "interrupted: the session moved to another server while the tool ran"
 
 
-class Resumable(SessionCore):
-    _lost_calls: list[tuple[str, str]]
+class Moves:
+    def __init__(
+        self,
+        *,
+        history: list[dict[str, Any]],
+        variables: dict[str, str],
+        turns: Turns,
+        tool_calls: ToolCalls,
+        audio_ready: asyncio.Event,
+        last_seq: Callable[[], int],
+    ) -> None:
+        self._history, self._variables = history, variables
+        self._turns, self._tool_calls = turns, tool_calls
+        self._audio_ready, self._last_seq = audio_ready, last_seq
+        self._lost_calls: list[tuple[str, str]] = []
 
     def snapshot(self) -> dict[str, Any]:
         """The state a resumed session goes on from (refers to live objects: serialise now)."""
         return {
-            "seq": self._seq,
+            "seq": self._last_seq(),
             "history": self._history,
             "variables": self._variables,
             "turnIds": self._turns.ids,
@@ -49,7 +68,7 @@ class Resumable(SessionCore):
 
     async def report_lost_calls(self) -> None:
         """Calls that were running when their process went away end as failed for the client."""
-        lost, self._lost_calls = getattr(self, "_lost_calls", []), []
+        lost, self._lost_calls = self._lost_calls, []
         for call_id, name in lost:
             await self._tool_calls.tool_status(call_id, name, "failed")
 

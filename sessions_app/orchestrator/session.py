@@ -9,7 +9,7 @@ from typing import Any
 
 from sessions_app import protocol
 from sessions_app.orchestrator.config import render_template
-from sessions_app.orchestrator.resumable import Resumable
+from sessions_app.orchestrator.core import SessionCore
 from sessions_app.orchestrator.state import closing_stream, log_failure
 from sessions_app.protocol import (
     CancelledEvent,
@@ -42,7 +42,7 @@ _EARLY_AUDIO_MAX = 500  # frames kept while the recogniser connects (10 s of 20 
 CONTEXT_NOTE = "Context update: "
 
 
-class VoiceSession(Resumable):
+class VoiceSession(SessionCore):
     """One realtime conversation; see the package docstring.
 
     The constructor (``SessionCore.__init__``) takes the config, the providers, and the
@@ -86,7 +86,7 @@ class VoiceSession(Resumable):
     async def resume(self) -> None:
         """Go on after ``restore`` in another process: no ``ready``, no greeting."""
         self._active()
-        await self.report_lost_calls()
+        await self._moves.report_lost_calls()
         if self.config.mode == "voice":
             await self._open_stt()
 
@@ -145,6 +145,19 @@ class VoiceSession(Resumable):
             await self._stt_failed(stream, exc)
         else:
             self._usage.stt_audio_bytes += len(pcm)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state a resumed session goes on from (refers to live objects: serialise now)."""
+        return self._moves.snapshot()
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Take over a snapshot's state (before ``resume``)."""
+        self._moves.restore(snapshot)
+
+    async def settle(self, within_s: float) -> None:
+        """Before a handover: let the turn and running server tools finish, up to
+        ``within_s``, then interrupt what still runs."""
+        await self._moves.settle(within_s)
 
     async def resolve_tool_result(
         self, call_id: str, result: Any = None, error: str | None = None
