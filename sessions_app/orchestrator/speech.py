@@ -43,7 +43,7 @@ class SpeechOutput:
     ) -> None:
         self.config, self._tts, self._usage = config, tts, usage
         self._emit, self._send_audio = emit, send_audio
-        self.handle_error, self._spawn, self._clock = handle_error, spawn, clock
+        self._handle_error, self._spawn, self._clock = handle_error, spawn, clock
         # Speech synthesized ahead (the greeting's first sentence, before `ready`), by text.
         self._prepared: dict[str, asyncio.Task[list[bytes]]] = {}
 
@@ -67,7 +67,7 @@ class SpeechOutput:
         voice = (self.config.voice or "").strip()
         problem = unavailable_voice(self._tts, voice) if self.speaks and voice else None
         if problem is not None:
-            await self.handle_error(ErrorCode.VOICE_UNAVAILABLE, problem)
+            await self._handle_error(ErrorCode.VOICE_UNAVAILABLE, problem)
 
     async def prepare(self, text: str, *, wait_s: float) -> None:
         """Synthesize ``text``, a sentence to be said soon, waiting for it up to ``wait_s``;
@@ -135,7 +135,7 @@ class SpeechOutput:
                         await self._play(turn, chunk)
             except ProviderError as exc:
                 turn.tts_failed = True
-                await self.handle_error(ErrorCode.TTS_FAILED, str(exc))
+                await self._handle_error(ErrorCode.TTS_FAILED, str(exc))
 
     async def _play(self, turn: Turn, chunk: bytes) -> None:
         """Send ``chunk`` in frames of at most ``FRAME_MAX_MS``."""

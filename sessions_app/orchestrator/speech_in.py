@@ -60,7 +60,7 @@ class SpeechInput:
     ) -> None:
         self.config, self._stt, self._usage = config, stt, usage
         self._turns, self._speech = turns, speech
-        self._emit, self.handle_error, self._spawn = emit, handle_error, spawn
+        self._emit, self._handle_error, self._spawn = emit, handle_error, spawn
         self._clock, self._active, self._closed = clock, active, closed
         self._stream: STTStream | None = None
         self._task: asyncio.Task[None] | None = None
@@ -76,11 +76,11 @@ class SpeechInput:
             if not self._audio_refused:
                 self._audio_refused = True
                 if self.config.mode != "voice":
-                    await self.handle_error(
+                    await self._handle_error(
                         ErrorCode.NOT_VOICE_MODE, "audio is ignored in text mode"
                     )
                 else:
-                    await self.handle_error(
+                    await self._handle_error(
                         ErrorCode.STT_FAILED, "no speech recognition is configured"
                     )
             return
@@ -103,7 +103,7 @@ class SpeechInput:
         try:
             stream = await self._stt.open(sample_rate=protocol.CLIENT_SAMPLE_RATE)
         except ProviderError as exc:
-            await self.handle_error(ErrorCode.STT_FAILED, str(exc))
+            await self._handle_error(ErrorCode.STT_FAILED, str(exc))
             return
         finally:
             self._opening = False
@@ -121,7 +121,7 @@ class SpeechInput:
                         await self._on_event(event)
                     except Exception as exc:  # one bad event must not end transcription
                         log_failure(self.config.session_id, "a speech event", exc)
-                        await self.handle_error(ErrorCode.INTERNAL, "internal error")
+                        await self._handle_error(ErrorCode.INTERNAL, "internal error")
         except ProviderError as exc:
             await self._failed(stream, exc)
 
@@ -129,7 +129,7 @@ class SpeechInput:
         if self._stream is not stream:
             return  # already reported
         self._stream = None
-        await self.handle_error(ErrorCode.STT_FAILED, str(exc))
+        await self._handle_error(ErrorCode.STT_FAILED, str(exc))
         with contextlib.suppress(Exception):
             await stream.aclose()
 
@@ -144,7 +144,7 @@ class SpeechInput:
                 if self._interrupts(event.text):
                     await self._barge_in()
         elif isinstance(event, FinalTranscript) and event.text.strip():
-            if self.agent_speaking() and not self._interrupts(event.text):
+            if self._agent_speaking() and not self._interrupts(event.text):
                 return  # "mm-hmm" while the agent talks: a backchannel, not a turn
             await self._barge_in()
             await self._turns.begin(
@@ -162,10 +162,10 @@ class SpeechInput:
 
     async def _barge_in(self) -> None:
         async with self._turns.control_lock:
-            if self.agent_speaking():
+            if self._agent_speaking():
                 await self._turns.interrupt("barge_in", None)
 
-    def agent_speaking(self) -> bool:
+    def _agent_speaking(self) -> bool:
         turn = self._turns.current
         if turn is None or turn.first_audio_at is None:
             return False

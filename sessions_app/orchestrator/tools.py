@@ -58,7 +58,7 @@ class ToolCalls:
         self.config = config
         self._tools = {tool.name: tool for tool in config.tools}
         self._tool_runner, self._usage = runner, usage
-        self._emit, self.handle_error, self._spawn = emit, handle_error, spawn
+        self._emit, self._handle_error, self._spawn = emit, handle_error, spawn
         self._clock, self._on_tool_settled = clock, on_settled
         self._client_calls: dict[str, PendingClientCall] = {}
         self.used_call_ids: set[str] = set()
@@ -90,7 +90,7 @@ class ToolCalls:
     ) -> None:
         pending = self._client_calls.pop(call_id, None)
         if pending is None or pending.future.done():
-            await self.handle_error(
+            await self._handle_error(
                 ErrorCode.UNKNOWN_TOOL_CALL,
                 "no tool call is waiting for this callId (finished or expired)",
             )

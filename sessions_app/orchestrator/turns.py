@@ -73,7 +73,7 @@ class Turns:
         self.config, self._llm, self._guard, self._usage = config, llm, guard, usage
         self._speech, self._tool_calls = speech, tool_calls
         self._history, self._variables, self._audio_ready = history, variables, audio_ready
-        self._emit, self.handle_error, self._spawn = emit, handle_error, spawn
+        self._emit, self._handle_error, self._spawn = emit, handle_error, spawn
         self._clock, self._closed, self._on_turn_metrics = clock, closed, on_turn_metrics
         self.control_lock = asyncio.Lock()  # starting, cancelling and resetting turns
         self.current: Turn | None = None
@@ -96,13 +96,13 @@ class Turns:
     ) -> None:
         refusal = await self._guard.turn()
         if refusal is not None:  # the running turn goes on undisturbed
-            await self.handle_error(ErrorCode.RATE_LIMITED, refusal)
+            await self._handle_error(ErrorCode.RATE_LIMITED, refusal)
             return
         async with self.control_lock:
             if self._closed():
                 return
             if self.refused is not None:
-                await self.handle_error(ErrorCode.QUOTA_EXCEEDED, self.refused)
+                await self._handle_error(ErrorCode.QUOTA_EXCEEDED, self.refused)
                 return
             await self.interrupt("new_turn", None)
             if self._closed():  # closed meanwhile: start nothing close() would not see
@@ -143,13 +143,13 @@ class Turns:
         try:
             await self._converse(turn)
         except ProviderError as exc:
-            await self.handle_error(exc.code, str(exc))
+            await self._handle_error(exc.code, str(exc))
             await self._abandon(turn)  # its metrics are the turn's last event
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log_failure(self.config.session_id, "a turn", exc)
-            await self.handle_error(ErrorCode.INTERNAL, "internal error")
+            await self._handle_error(ErrorCode.INTERNAL, "internal error")
             await self._abandon(turn)
         else:
             await self._finish_turn(turn, "completed")
