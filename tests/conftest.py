@@ -30,6 +30,25 @@ def _missing_service(item: pytest.Item) -> str | None:
     return None
 
 
+# Under pytest-xdist (--dist loadgroup) these run on one worker, one after the other:
+# the browser tests share one platform and model load per worker, and the fault tests
+# (real redis-server, daphnes and Celery workers, killed on purpose) time what they see.
+_RUN_TOGETHER = {"tests/browser/": "browser", "tests/faults/": "faults"}
+# Modules whose module-scoped fixtures are costly (offline speech models) stay together.
+_MODULES_TOGETHER = ("tests/sessions_app/test_speech_local.py",)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        group = next((g for prefix, g in _RUN_TOGETHER.items() if path.startswith(prefix)), None)
+        if group is None and path in _MODULES_TOGETHER:
+            group = path
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     reason = _missing_service(item)
     if reason is None:
