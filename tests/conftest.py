@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.test import APIClient
 
+from tests import parallel
 from tests.factories import Tenant, make_tenant
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -28,6 +30,35 @@ def _missing_service(item: pytest.Item) -> str | None:
     if item.get_closest_marker("postgres") and connection.vendor != "postgresql":
         return "needs DATABASE_URL on PostgreSQL"
     return None
+
+
+# Under pytest-xdist (--dist loadgroup) these run on one worker, one after the other:
+# the browser tests share one platform and model load per worker, and the fault tests
+# (real redis-server, daphnes and Celery workers, killed on purpose) time what they see.
+_RUN_TOGETHER = {"tests/browser/": "browser", "tests/faults/": "faults"}
+# Modules whose module-scoped fixtures are costly (offline speech models) stay together.
+_MODULES_TOGETHER = ("tests/sessions_app/test_speech_local.py",)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_newgateway(gateway: Any) -> None:
+    """A new pytest-xdist worker process gets its own Redis database and VAR_DIR before
+    it runs anything (tests/parallel.py)."""
+    environment = parallel.worker_environment(
+        gateway.id, redis_url=os.environ.get("REDIS_URL"), var_dir=Path(settings.VAR_DIR)
+    )
+    gateway.remote_exec(f"import os; os.environ.update({environment!r})").waitclose()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        group = next((g for prefix, g in _RUN_TOGETHER.items() if path.startswith(prefix)), None)
+        if group is None and path in _MODULES_TOGETHER:
+            group = path
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

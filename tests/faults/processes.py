@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -176,10 +177,10 @@ def prepare_platform(var_dir: Path, *, redis_url: str, llm_base_url: str) -> Pla
         TTS_PROVIDER="fake",
         PYTHONUNBUFFERED="1",
     )
-    _manage(env, "migrate", "--noinput", "-v", "0")
+    _copy_migrated_database(var_dir, env)
     keys = [
-        json.loads(_manage(env, "create_workspace", name, "--owner", email, "--json", *INLINE))
-        for name, email in (("Faults", "f@example.com"), ("Outsider", "o@example.com"))
+        json.loads(line)
+        for line in _manage(env, "shell", "-v", "0", "-c", _TWO_WORKSPACES).splitlines()
     ]
     return Platform(
         var_dir,
@@ -188,6 +189,27 @@ def prepare_platform(var_dir: Path, *, redis_url: str, llm_base_url: str) -> Pla
         keys[1]["publishable_key"],
         secret_key=keys[0]["secret_key"],
     )
+
+
+# Both workspaces from one process (each Django start costs seconds on a busy machine).
+_TWO_WORKSPACES = f"""
+from django.core.management import call_command
+for name, email in (("Faults", "f@example.com"), ("Outsider", "o@example.com")):
+    call_command("create_workspace", name, "--owner", email, "--json", *{INLINE!r})
+"""
+
+
+def _copy_migrated_database(var_dir: Path, env: dict[str, str]) -> None:
+    """A freshly migrated SQLite database (and the keyring beside it) in ``var_dir``:
+    migrated once per test process next to the tests' temporary directories, then copied."""
+    template = var_dir.parent / "migrated-platform"
+    if not (template / "migrated").exists():
+        template.mkdir(exist_ok=True)
+        _manage({**env, "VAR_DIR": str(template)}, "migrate", "--noinput", "-v", "0")
+        (template / "migrated").touch()
+    for name in ("platform.sqlite3", "secrets_keyring"):
+        if (template / name).exists():
+            shutil.copy2(template / name, var_dir / name)
 
 
 def _manage(env: dict[str, str], *args: str) -> str:

@@ -490,7 +490,9 @@ TOKEN = SecretBinding(
 )
 
 
-@pytest.mark.parametrize("secret_header", [TOKEN.reference, TOKEN.value])
+@pytest.mark.parametrize(
+    "secret_header", [TOKEN.reference, TOKEN.value], ids=["reference", "value"]
+)
 @pytest.mark.parametrize(("landing_host", "kept"), [("a.test", True), ("b.test", False)])
 async def test_a_redirect_to_another_host_drops_credentials(
     server: EgressTestServer, secret_header: str, landing_host: str, kept: bool

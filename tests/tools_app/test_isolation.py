@@ -18,7 +18,12 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from tests.factories import make_tenant
-from tests.tools_app.jailed import BUSY_LOOP, p99_beside_busy_loops, run_jailed, worker_pids
+from tests.tools_app.jailed import (
+    BUSY_LOOP,
+    assert_not_slowed_by_busy_loops,
+    run_jailed,
+    worker_pids,
+)
 from tools_app import pool
 from tools_app.services import ToolRun, tool_execute
 
@@ -217,13 +222,12 @@ async def test_one_workspace_busy_looping_at_its_cap_does_not_slow_another(setti
     async def calm(n: int) -> str | None:
         return (await tool_execute(_run(calm_ws, "(a) => a.n", n))).result
 
-    p99 = await p99_beside_busy_loops(
+    await assert_not_slowed_by_busy_loops(
         busy=lambda n: tool_execute(_run(busy_ws, BUSY_LOOP, n)),
         calm=calm,
         loops=settings.SANDBOX_WORKSPACE_CONCURRENCY * 2,
         settle_s=0.5,
     )
-    assert p99 < 0.1, f"p99 {p99:.3f}s"
 
 
 def test_unsafe_celery_pools_are_refused_at_start(tmp_path: Path) -> None:
