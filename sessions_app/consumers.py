@@ -1,4 +1,4 @@
-"""The realtime WebSocket: frames in, frames out. Everything else is in connection.py."""
+"""The realtime WebSocket: frames in, frames out. Everything else is in the connection package."""
 
 from __future__ import annotations
 

@@ -9,10 +9,15 @@ History is OpenAI chat format. When a turn is interrupted, the assistant message
 only what the user heard (the sentences handed to TTS, narrowed by ``playedMs`` when
 known) followed by ``INTERRUPTED_MARK``.
 
-Modules: ``config`` (what a session is given, ``TurnMetrics``), ``core`` (shared state,
-events, tasks), ``speech`` (speech out, what the user heard), ``tools`` (tool calls),
-``turns`` (the turn lifecycle, interruption), ``resumable`` (snapshot and restore, settling
-before a handover), ``session`` (``VoiceSession``: the consumer's entry points, speech in).
+``VoiceSession`` (``session``: the consumer's entry points, the shared history,
+variables and seq, and how events go out) owns its parts as collaborators, each given only
+what it needs (the config, a provider, the usage meter, and callables to emit, report
+errors, spawn tasks and read the clock) rather than the whole session:
+``speech.SpeechOutput`` (speech out, what the user heard), ``speech_in.SpeechInput`` (the
+recogniser, barge-in), ``tools.ToolCalls`` (tool calls), ``turns.Turns`` (the turn
+lifecycle, interruption; it holds the current turn) and ``resumable.Moves`` (snapshot and
+restore, settling before a handover). ``state`` has the turn's dataclasses, ``config``
+what a session is given.
 """
 
 from __future__ import annotations

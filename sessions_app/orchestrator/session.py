@@ -1,53 +1,161 @@
-"""``VoiceSession``: what the consumer calls, and speech recognition in."""
+"""``VoiceSession``: what the consumer calls; it owns the parts of a session (see the
+package docstring), the shared state (history, variables, seq), and how events go out."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import re
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from sessions_app import protocol
-from sessions_app.orchestrator.config import render_template
-from sessions_app.orchestrator.core import closing_stream, log_failure
-from sessions_app.orchestrator.resumable import Resumable
+from sessions_app.orchestrator.config import (
+    SessionConfig,
+    SettledToolCall,
+    TurnMetrics,
+    render_template,
+)
+from sessions_app.orchestrator.guard import NoGuard, SessionGuard
+from sessions_app.orchestrator.resumable import Moves
+from sessions_app.orchestrator.speech import SpeechOutput
+from sessions_app.orchestrator.speech_in import SpeechInput
+from sessions_app.orchestrator.state import log_failure
+from sessions_app.orchestrator.tools import ToolCalls
+from sessions_app.orchestrator.turns import Turns
+from sessions_app.orchestrator.usage import UsageMeter
 from sessions_app.protocol import (
     CancelledEvent,
     ErrorCode,
+    ErrorEvent,
     GreetingEvent,
     PongEvent,
     ReadyEvent,
     ResetEvent,
-    TranscriptEvent,
+    ServerEvent,
 )
-from sessions_app.providers.base import (
-    FinalTranscript,
-    PartialTranscript,
-    ProviderError,
-    SpeechStarted,
-    STTEvent,
-    STTStream,
-)
+from sessions_app.providers.base import LLM, STT, TTS, ToolRunner
+from sessions_app.providers.resilience import resilient_llm, resilient_tts
 from sessions_app.sentences import split_sentences
 
-# Words that acknowledge rather than interrupt ("mm-hmm", "okay", "I see").
-BACKCHANNEL_WORDS = frozenset(
-    "mm mmm hmm mhm uh huh um ah aha oh ok okay yeah yep yes right sure alright i see "
-    "got it cool nice great".split()
-)
-_WORD = re.compile(r"[a-z0-9']+")
 # How long `ready` may wait for the greeting's first audio (a warm offline voice: ~0.1 s).
 GREETING_WAIT_S = 0.3
-_EARLY_AUDIO_MAX = 500  # frames kept while the recogniser connects (10 s of 20 ms frames)
 CONTEXT_NOTE = "Context update: "
 
 
-class VoiceSession(Resumable):
-    """One realtime conversation; see the package docstring.
+class VoiceSession:
+    """One realtime conversation; see the package docstring."""
 
-    The constructor (``SessionCore.__init__``) takes the config, the providers, and the
-    ``emit`` / ``send_audio`` callables, all keyword-only.
-    """
+    def __init__(
+        self,
+        *,
+        config: SessionConfig,
+        llm: LLM,
+        tool_runner: ToolRunner,
+        emit: Callable[[dict[str, Any]], Awaitable[None]],
+        send_audio: Callable[[bytes], Awaitable[None]],
+        stt: STT | None = None,
+        tts: TTS | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_turn_metrics: Callable[[TurnMetrics], None] | None = None,
+        on_tool_settled: Callable[[SettledToolCall], None] | None = None,
+        first_seq: int = 0,
+        guard: SessionGuard | None = None,
+    ) -> None:
+        """``first_seq``: the last seq the connection already used (events sent before the
+        session existed); the session continues after it. ``on_tool_settled`` hears of
+        every tool call that reached its final status (for the session's record).
+        ``guard`` is asked before each turn and each LLM request (rate limits)."""
+        self.config = config
+        self._emit_event = emit
+        self._clock = clock
+        self._last_activity = clock()  # the user's last speech, text or tool result
+        # History and variables change in place (reset, restore): ``Turns`` shares them.
+        self._variables = dict(config.variables)
+        self._history: list[dict[str, Any]] = []
+        self._seq = first_seq
+        self._emit_lock = asyncio.Lock()
+        self._audio_ready = asyncio.Event()
+        if config.audio_ready:
+            self._audio_ready.set()
+        self._usage = UsageMeter(tts_sample_rate=config.tts_sample_rate)
+        self._closed = False
+        self._speech = SpeechOutput(
+            config=config,
+            tts=resilient_tts(tts),
+            usage=self._usage,
+            emit=self._emit,
+            send_audio=send_audio,
+            handle_error=self.handle_error,
+            spawn=self._spawn,
+            clock=clock,
+        )
+        self._tool_calls = ToolCalls(
+            config=config,
+            runner=tool_runner,
+            usage=self._usage,
+            emit=self._emit,
+            handle_error=self.handle_error,
+            spawn=self._spawn,
+            clock=clock,
+            on_settled=on_tool_settled,
+        )
+        self._turns = Turns(
+            config=config,
+            llm=resilient_llm(llm),
+            guard=guard or NoGuard(),
+            usage=self._usage,
+            speech=self._speech,
+            tool_calls=self._tool_calls,
+            history=self._history,
+            variables=self._variables,
+            audio_ready=self._audio_ready,
+            emit=self._emit,
+            handle_error=self.handle_error,
+            spawn=self._spawn,
+            clock=clock,
+            closed=lambda: self._closed,
+            on_turn_metrics=on_turn_metrics,
+        )
+        self._speech_in = SpeechInput(
+            config=config,
+            stt=stt,
+            usage=self._usage,
+            turns=self._turns,
+            speech=self._speech,
+            emit=self._emit,
+            handle_error=self.handle_error,
+            spawn=self._spawn,
+            clock=clock,
+            active=self._active,
+            closed=lambda: self._closed,
+        )
+        self._moves = Moves(
+            history=self._history,
+            variables=self._variables,
+            turns=self._turns,
+            tool_calls=self._tool_calls,
+            audio_ready=self._audio_ready,
+            last_seq=lambda: self._seq,
+        )
+
+    @property
+    def idle_s(self) -> float:
+        """Seconds since the user last spoke, typed or answered a tool call."""
+        return self._clock() - self._last_activity
+
+    def _active(self) -> None:
+        self._last_activity = self._clock()
+
+    @property
+    def speaks(self) -> bool:
+        return self._speech.speaks
+
+    async def handle_error(self, code: ErrorCode, message: str) -> None:
+        """Emit an ``error`` event in this session's sequence (never raises)."""
+        try:
+            await self._emit(ErrorEvent(code=code, message=message))
+        except Exception as exc:
+            log_failure(self.config.session_id, "emitting an error", exc)
 
     # ------------------------------------------------------------ what the consumer calls
 
@@ -65,7 +173,7 @@ class VoiceSession(Resumable):
         if greeting and self.speaks and self._audio_ready.is_set():
             # Its first words are synthesized before `ready`, so they play right after it.
             # (A page that cannot play yet may never hear it: the TTS is not asked then.)
-            await self._prepare_speech(split_sentences(greeting)[0], wait_s=GREETING_WAIT_S)
+            await self._speech.prepare(split_sentences(greeting)[0], wait_s=GREETING_WAIT_S)
         await self._emit(
             ReadyEvent(
                 session_id=config.session_id,
@@ -76,19 +184,19 @@ class VoiceSession(Resumable):
                 notice=config.notice or None,
             )
         )
-        await self._check_voice()
+        await self._speech.check_voice()
         if config.mode == "voice":
-            await self._open_stt()
+            await self._speech_in.open()
         if greeting:
             await self._emit(GreetingEvent(text=greeting))
-            await self._greet(greeting)
+            await self._turns.greet(greeting)
 
     async def resume(self) -> None:
         """Go on after ``restore`` in another process: no ``ready``, no greeting."""
         self._active()
-        await self.report_lost_calls()
+        await self._moves.report_lost_calls()
         if self.config.mode == "voice":
-            await self._open_stt()
+            await self._speech_in.open()
 
     async def handle(self, message: protocol.ClientMessage) -> None:
         if self._closed:
@@ -97,7 +205,7 @@ class VoiceSession(Resumable):
             self._active()
         match message:
             case protocol.TextMessage():
-                await self._begin_turn(message.text, "text", self._clock())
+                await self._turns.begin(message.text, "text", self._clock())
             case protocol.CancelMessage():
                 await self.cancel(played_ms=message.played_ms)
             case protocol.ResetMessage():
@@ -120,42 +228,37 @@ class VoiceSession(Resumable):
                 )
 
     async def push_audio(self, pcm: bytes) -> None:
-        if self._closed:
-            return
-        if self.config.mode != "voice" or self._stt is None:
-            if not self._audio_refused:
-                self._audio_refused = True
-                if self.config.mode != "voice":
-                    await self.handle_error(
-                        ErrorCode.NOT_VOICE_MODE, "audio is ignored in text mode"
-                    )
-                else:
-                    await self.handle_error(
-                        ErrorCode.STT_FAILED, "no speech recognition is configured"
-                    )
-            return
-        stream = self._stt_stream
-        if stream is None:
-            if self._stt_opening and len(self._early_audio) < _EARLY_AUDIO_MAX:
-                self._early_audio.append(pcm)  # the recogniser is still connecting
-            return
-        try:
-            await stream.push_audio(pcm)
-        except ProviderError as exc:
-            await self._stt_failed(stream, exc)
-        else:
-            self._usage.stt_audio_bytes += len(pcm)
+        await self._speech_in.push(pcm)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state a resumed session goes on from (refers to live objects: serialise now)."""
+        return self._moves.snapshot()
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Take over a snapshot's state (before ``resume``)."""
+        self._moves.restore(snapshot)
+
+    async def settle(self, within_s: float) -> None:
+        """Before a handover: let the turn and running server tools finish, up to
+        ``within_s``, then interrupt what still runs."""
+        await self._moves.settle(within_s)
+
+    async def resolve_tool_result(
+        self, call_id: str, result: Any = None, error: str | None = None
+    ) -> None:
+        """A client tool's outcome (``tool_result``), for the call waiting on it."""
+        await self._tool_calls.resolve_tool_result(call_id, result, error)
 
     async def cancel(self, *, played_ms: int | None = None) -> None:
-        async with self._control_lock:
-            if not await self._interrupt("cancel", played_ms):
+        async with self._turns.control_lock:
+            if not await self._turns.interrupt("cancel", played_ms):
                 await self._emit(CancelledEvent(reason="cancel"))
 
     async def reset(self) -> None:
-        async with self._control_lock:
-            await self._interrupt("reset", None)
+        async with self._turns.control_lock:
+            await self._turns.interrupt("reset", None)
             self._history.clear()
-            self._turn = None
+            self._turns.current = None
             await self._emit(ResetEvent())
 
     def take_usage(self) -> dict[str, int]:
@@ -164,14 +267,14 @@ class VoiceSession(Resumable):
 
     async def refuse_turns(self, message: str) -> None:
         """Say ``message`` (code ``quota_exceeded``); from now on no new turn starts."""
-        self._turns_refused = message
+        self._turns.refused = message
         await self.handle_error(ErrorCode.QUOTA_EXCEEDED, message)
 
     async def current_turn_done(self, within_s: float) -> None:
         """Wait, up to ``within_s``, until the running turn is over and its audio played."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within_s
-        turn = self._turn
+        turn = self._turns.current
         if turn is not None and turn.task is not None and not turn.task.done():
             await asyncio.wait({turn.task}, timeout=within_s)
         if turn is not None and self.speaks:
@@ -183,11 +286,9 @@ class VoiceSession(Resumable):
         if self._closed:
             return
         self._closed = True
-        for pending in self._client_calls.values():
-            pending.future.cancel()
-        self._client_calls.clear()
-        turn = self._turn
-        tasks = {self._stt_task, *self._background, *self._prepared.values()}
+        self._tool_calls.drop_client_calls()
+        turn = self._turns.current
+        tasks = {self._speech_in.task, *self._tool_calls.background, *self._speech.prepared}
         if turn is not None:
             tasks |= {turn.task, turn.speech_task}
         running = {task for task in tasks if task is not None and not task.done()}
@@ -195,10 +296,7 @@ class VoiceSession(Resumable):
             task.cancel()
         if running:
             await asyncio.wait(running)
-        if self._stt_stream is not None:
-            stream, self._stt_stream = self._stt_stream, None
-            with contextlib.suppress(Exception):
-                await stream.aclose()
+        await self._speech_in.close()
 
     async def _update_context(self, variables: dict[str, str] | None, text: str | None) -> None:
         merged = {**self._variables, **(variables or {})}
@@ -220,7 +318,7 @@ class VoiceSession(Resumable):
                 "nothing changed (update variables instead, or reset)",
             )
             return
-        self._variables = merged
+        self._variables.update(merged)
         if note:
             self._history.append({"role": "system", "content": CONTEXT_NOTE + note})
 
@@ -232,79 +330,33 @@ class VoiceSession(Resumable):
             and str(message.get("content", "")).startswith(CONTEXT_NOTE)
         )
 
-    # ------------------------------------------------------------ speech in
+    # ------------------------------------------------------------ events
 
-    async def _open_stt(self) -> None:
-        if self._stt is None:
+    async def _emit(self, *events: ServerEvent) -> None:
+        """Emit events back to back: nothing else gets a seq between them."""
+        if self._closed:
             return
-        self._stt_opening = True
+        async with self._emit_lock:  # seq order is send order
+            for event in events:
+                self._seq += 1
+                ts = int(time.time() * 1000)
+                await self._emit_event(event.to_wire(seq=self._seq, ts=ts))
+
+    def _spawn(
+        self, what: str, function: Callable[..., Coroutine[Any, Any, None]], *args: Any
+    ) -> asyncio.Task[None]:
+        # The coroutine is created inside the task: one cancelled before it ever ran
+        # leaves no un-awaited coroutine behind.
+        task = self._guarded(what, function, *args)
+        return asyncio.create_task(task, name=f"voice-session {what}")
+
+    async def _guarded(
+        self, what: str, function: Callable[..., Coroutine[Any, Any, None]], *args: Any
+    ) -> None:
         try:
-            stream = await self._stt.open(sample_rate=protocol.CLIENT_SAMPLE_RATE)
-        except ProviderError as exc:
-            await self.handle_error(ErrorCode.STT_FAILED, str(exc))
-            return
-        finally:
-            self._stt_opening = False
-        self._stt_stream = stream
-        self._stt_task = self._spawn("speech recognition", self._consume_stt, stream)
-        early, self._early_audio = self._early_audio, []
-        for pcm in early:  # what the microphone sent while the recogniser was connecting
-            await self.push_audio(pcm)
-
-    async def _consume_stt(self, stream: STTStream) -> None:
-        try:
-            async with closing_stream(stream.events()) as events:
-                async for event in events:
-                    try:
-                        await self._on_stt_event(event)
-                    except Exception as exc:  # one bad event must not end transcription
-                        log_failure(self.config.session_id, "a speech event", exc)
-                        await self.handle_error(ErrorCode.INTERNAL, "internal error")
-        except ProviderError as exc:
-            await self._stt_failed(stream, exc)
-
-    async def _stt_failed(self, stream: STTStream, exc: ProviderError) -> None:
-        if self._stt_stream is not stream:
-            return  # already reported
-        self._stt_stream = None
-        await self.handle_error(ErrorCode.STT_FAILED, str(exc))
-        with contextlib.suppress(Exception):
-            await stream.aclose()
-
-    async def _on_stt_event(self, event: STTEvent) -> None:
-        self._active()
-        if isinstance(event, SpeechStarted):
-            if self.config.barge_in_min_words <= 0:
-                await self._barge_in()
-        elif isinstance(event, PartialTranscript):
-            if event.text.strip():
-                await self._emit(TranscriptEvent(text=event.text))
-                if self._interrupts(event.text):
-                    await self._barge_in()
-        elif isinstance(event, FinalTranscript) and event.text.strip():
-            if self._agent_speaking() and not self._interrupts(event.text):
-                return  # "mm-hmm" while the agent talks: a backchannel, not a turn
-            await self._barge_in()
-            await self._begin_turn(
-                event.text.strip(),
-                "speech",
-                self._clock(),
-                speech_end_at=event.speech_end_at,
-                endpoint_at=event.endpoint_at,
-            )
-
-    def _interrupts(self, text: str) -> bool:
-        """Whether the user's words while the agent speaks are meant to interrupt it."""
-        words = [w for w in _WORD.findall(text.lower()) if w not in BACKCHANNEL_WORDS]
-        return len(words) >= max(1, self.config.barge_in_min_words)
-
-    async def _barge_in(self) -> None:
-        async with self._control_lock:
-            if self._agent_speaking():
-                await self._interrupt("barge_in", None)
-
-    def _agent_speaking(self) -> bool:
-        turn = self._turn
-        if turn is None or turn.first_audio_at is None:
-            return False
-        return not turn.finished or self._playing(turn)
+            await function(*args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log_failure(self.config.session_id, what, exc)
+            await self.handle_error(ErrorCode.INTERNAL, "internal error")

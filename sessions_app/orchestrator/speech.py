@@ -3,38 +3,73 @@
 Also what the user heard of it: when a turn is interrupted, history keeps only the
 sentences that started playing (narrowed by the client's ``playedMs``, or by our estimate
 of its playback) followed by ``INTERRUPTED_MARK``.
+
+``SpeechOutput`` is given only what it needs: the config, the TTS, the usage meter, and
+callables to emit events, send audio, report errors, spawn tasks and read the clock. The
+session owns it; the turn hands it the history to cut.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any
 
-from sessions_app.orchestrator.core import Sentence, SessionCore, Turn, closing_stream
+from sessions_app.orchestrator.config import SessionConfig
+from sessions_app.orchestrator.state import Sentence, Turn, closing_stream
+from sessions_app.orchestrator.tools import Emit, Spawn
+from sessions_app.orchestrator.usage import UsageMeter
 from sessions_app.protocol import ErrorCode, TtsDoneEvent
 from sessions_app.providers.base import TTS, ProviderError
-from sessions_app.providers.resilience import Report
+from sessions_app.providers.resilience import Report, ResilientTTS
 from sessions_app.voice_cleaner import clean_for_speech
 
 INTERRUPTED_MARK = "[interrupted]"
 FRAME_MAX_MS = 100  # audio goes out in frames of at most this length
 
 
-class SpeechOutput(SessionCore):
+class SpeechOutput:
+    def __init__(
+        self,
+        *,
+        config: SessionConfig,
+        tts: ResilientTTS | None,
+        usage: UsageMeter,
+        emit: Emit,
+        send_audio: Callable[[bytes], Awaitable[None]],
+        handle_error: Callable[[ErrorCode, str], Coroutine[Any, Any, None]],
+        spawn: Spawn,
+        clock: Callable[[], float],
+    ) -> None:
+        self.config, self._tts, self._usage = config, tts, usage
+        self._emit, self._send_audio = emit, send_audio
+        self._handle_error, self._spawn, self._clock = handle_error, spawn, clock
+        # Speech synthesized ahead (the greeting's first sentence, before `ready`), by text.
+        self._prepared: dict[str, asyncio.Task[list[bytes]]] = {}
+
+    @property
+    def speaks(self) -> bool:
+        return self.config.mode == "voice" and self._tts is not None
+
+    @property
+    def prepared(self) -> list[asyncio.Task[list[bytes]]]:
+        """Speech synthesized ahead and not said yet (the session cancels it on close)."""
+        return list(self._prepared.values())
+
     @property
     def _voice(self) -> str | None:
         """The voice to ask for: the configured one when the TTS has it, else its default."""
         voice = (self.config.voice or "").strip()
         return voice if voice and unavailable_voice(self._tts, voice) is None else None
 
-    async def _check_voice(self) -> None:
+    async def check_voice(self) -> None:
         """Say once, at the start, that the configured voice cannot be honoured."""
         voice = (self.config.voice or "").strip()
         problem = unavailable_voice(self._tts, voice) if self.speaks and voice else None
         if problem is not None:
-            await self.handle_error(ErrorCode.VOICE_UNAVAILABLE, problem)
+            await self._handle_error(ErrorCode.VOICE_UNAVAILABLE, problem)
 
-    async def _prepare_speech(self, text: str, *, wait_s: float) -> None:
+    async def prepare(self, text: str, *, wait_s: float) -> None:
         """Synthesize ``text``, a sentence to be said soon, waiting for it up to ``wait_s``;
         past that it goes on in the background."""
         speech = clean_for_speech(text)
@@ -64,14 +99,14 @@ class SpeechOutput(SessionCore):
             async for chunk in audio:
                 yield chunk
 
-    def _say(self, turn: Turn, text: str) -> None:
+    def say(self, turn: Turn, text: str) -> None:
         sentence = Sentence(turn.round, text)
         turn.sentences.append(sentence)
         turn.speech_queue.put_nowait(sentence)
         if turn.speech_task is None:
             turn.speech_task = self._spawn("speech", self._speak, turn)
 
-    async def _finish_speech(self, turn: Turn) -> None:
+    async def finish(self, turn: Turn) -> None:
         if turn.speech_task is not None:
             turn.speech_queue.put_nowait(None)
             await turn.speech_task
@@ -100,7 +135,7 @@ class SpeechOutput(SessionCore):
                         await self._play(turn, chunk)
             except ProviderError as exc:
                 turn.tts_failed = True
-                await self.handle_error(ErrorCode.TTS_FAILED, str(exc))
+                await self._handle_error(ErrorCode.TTS_FAILED, str(exc))
 
     async def _play(self, turn: Turn, chunk: bytes) -> None:
         """Send ``chunk`` in frames of at most ``FRAME_MAX_MS``."""
@@ -121,23 +156,25 @@ class SpeechOutput(SessionCore):
 
     # ------------------------------------------------------------ what the user heard
 
-    def _playing(self, turn: Turn) -> bool:
+    def playing(self, turn: Turn) -> bool:
         """Whether the client is probably still playing audio we sent."""
         return self._clock() < turn.playback_end
 
-    def _estimated_played_ms(self, turn: Turn) -> float | None:
+    def estimated_played_ms(self, turn: Turn) -> float | None:
         if not self.speaks:
             return None
         unplayed_ms = max(0.0, turn.playback_end - self._clock()) * 1000
         return max(0.0, turn.audio_ms - unplayed_ms)
 
-    def _cut_history(self, turn: Turn, played_ms: float | None) -> None:
-        """Keep in history only the part of this round's reply the user got."""
+    def cut_history(
+        self, turn: Turn, played_ms: float | None, history: list[dict[str, Any]]
+    ) -> None:
+        """Keep in ``history`` only the part of this round's reply the user got."""
         if turn.round_open:
             turn.round_open = False
             kept = self._kept_text(turn, played_ms) if self.speaks else turn.round_text
             if turn.round_text:
-                self._history.append({"role": "assistant", "content": _interrupted(kept)})
+                history.append({"role": "assistant", "content": _interrupted(kept)})
         elif turn.message is not None and self.speaks:
             round_sentences = [s for s in turn.sentences if s.round == turn.round]
             if not all(_heard(s, played_ms) for s in round_sentences):

@@ -4,18 +4,29 @@ Server tools go to the ``ToolRunner`` in a background task the turn only waits o
 ``asyncio.shield``: an interrupted turn stops waiting, the tool finishes and its result
 still replaces the placeholder in history. Client tools are sent as ``tool_call`` and
 wait on a future that ``resolve_tool_result`` settles, up to the tool's timeout.
+
+``ToolCalls`` is given only what it needs: the config, the runner, the usage meter, and
+callables to emit events, report errors, spawn tasks and read the clock. The session
+owns it; the turn hands it the history to write the calls and results into.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
-from sessions_app.orchestrator.config import SettledToolCall, ToolDefinition, ToolTiming
-from sessions_app.orchestrator.core import PendingClientCall, SessionCore, Turn, log_failure
-from sessions_app.protocol import ErrorCode, ToolCallEvent, ToolStatusEvent
-from sessions_app.providers.base import ToolCall, ToolInvocation, ToolOutcome
+from sessions_app.orchestrator.config import (
+    SessionConfig,
+    SettledToolCall,
+    ToolDefinition,
+    ToolTiming,
+)
+from sessions_app.orchestrator.state import PendingClientCall, Turn, log_failure
+from sessions_app.orchestrator.usage import UsageMeter
+from sessions_app.protocol import ErrorCode, ServerEvent, ToolCallEvent, ToolStatusEvent
+from sessions_app.providers.base import ToolCall, ToolInvocation, ToolOutcome, ToolRunner
 from tools_app.schema import ArgumentsInvalid, SchemaError, parse_arguments, validate_arguments
 
 # Extra time the runner gets beyond the tool's own timeout before we stop waiting for it.
@@ -23,20 +34,78 @@ SERVER_TOOL_GRACE_S = 5.0
 _NAME_SHOWN_MAX = 64
 
 
-class ToolCalls(SessionCore):
+class Emit(Protocol):
+    async def __call__(self, *events: ServerEvent) -> None:
+        """Emit ``events`` back to back, in the session's sequence."""
+
+
+Spawn = Callable[..., asyncio.Task[None]]  # (what, function, *args)
+
+
+class ToolCalls:
+    def __init__(
+        self,
+        *,
+        config: SessionConfig,
+        runner: ToolRunner,
+        usage: UsageMeter,
+        emit: Emit,
+        handle_error: Callable[[ErrorCode, str], Coroutine[Any, Any, None]],
+        spawn: Spawn,
+        clock: Callable[[], float],
+        on_settled: Callable[[SettledToolCall], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._tools = {tool.name: tool for tool in config.tools}
+        self._tool_runner, self._usage = runner, usage
+        self._emit, self._handle_error, self._spawn = emit, handle_error, spawn
+        self._clock, self._on_tool_settled = clock, on_settled
+        self._client_calls: dict[str, PendingClientCall] = {}
+        self.used_call_ids: set[str] = set()
+        self._tool_started: dict[str, tuple[Turn, float]] = {}  # call id → (turn, clock)
+        self.background: set[asyncio.Task[Any]] = set()  # server tools running
+
+    @property
+    def specs(self) -> dict[str, ToolDefinition]:
+        return self._tools
+
+    @property
+    def running_ids(self) -> list[str]:
+        """The calls started and not settled yet, in the order they started."""
+        return list(self._tool_started)
+
+    def forget(self, turn: Turn) -> None:
+        """``turn`` failed: nothing waits for its client calls any more."""
+        for call_id in turn.client_calls:
+            self._client_calls.pop(call_id, None)
+
+    def drop_client_calls(self) -> None:
+        """The session closes: every client call stops waiting."""
+        for pending in self._client_calls.values():
+            pending.future.cancel()
+        self._client_calls.clear()
+
     async def resolve_tool_result(
         self, call_id: str, result: Any = None, error: str | None = None
     ) -> None:
         pending = self._client_calls.pop(call_id, None)
         if pending is None or pending.future.done():
-            await self.handle_error(
+            await self._handle_error(
                 ErrorCode.UNKNOWN_TOOL_CALL,
                 "no tool call is waiting for this callId (finished or expired)",
             )
             return
         pending.future.set_result((result, error))
 
-    async def _run_tools(self, turn: Turn, text: str, calls: tuple[ToolCall, ...]) -> None:
+    async def run(
+        self,
+        turn: Turn,
+        text: str,
+        calls: tuple[ToolCall, ...],
+        history: list[dict[str, Any]],
+    ) -> None:
+        """Run a round's ``calls`` (``text``: what the LLM wrote with them), writing the
+        calls and then their results into ``history``."""
         calls = tuple(
             ToolCall(self._unique_call_id(call.id), call.name, call.arguments) for call in calls
         )
@@ -44,16 +113,14 @@ class ToolCalls(SessionCore):
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in calls
         ]
-        self._history.append(
-            {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
-        )
+        history.append({"role": "assistant", "content": text or None, "tool_calls": tool_calls})
         turn.round_open = False
         # Results replace these placeholders in place, even after the turn is gone.
         messages = [
             {"role": "tool", "tool_call_id": c.id, "content": _error_content("interrupted")}
             for c in calls
         ]
-        self._history.extend(messages)
+        history.extend(messages)
         turn.steps.extend(f"Using {c.name}" for c in calls)
         assert turn.metrics is not None
         turn.metrics.tool_calls += len(calls)
@@ -66,17 +133,17 @@ class ToolCalls(SessionCore):
         # Some models number calls "0", "1"… every round; the browser needs them unique.
         base = call_id or "call"
         unique, n = base, 1
-        while unique in self._used_call_ids:
+        while unique in self.used_call_ids:
             n += 1
             unique = f"{base}_{n}"
-        self._used_call_ids.add(unique)
+        self.used_call_ids.add(unique)
         return unique
 
     async def _run_tool(
         self, turn: Turn, call: ToolCall, message: dict[str, Any], *, over_limit: bool = False
     ) -> None:
         name = call.name[:_NAME_SHOWN_MAX]
-        await self._tool_status(call.id, name, "started")
+        await self.tool_status(call.id, name, "started")
         self._tool_started[call.id] = (turn, self._clock())
         if over_limit:
             limit = self.config.max_tool_calls_per_step
@@ -119,8 +186,8 @@ class ToolCalls(SessionCore):
             reads_secrets=tool.reads_secrets,
         )
         task = self._spawn("server tool", self._execute, invocation, message)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
         await asyncio.shield(task)  # an interrupted turn stops waiting; the tool goes on
 
     async def _execute(self, invocation: ToolInvocation, message: dict[str, Any]) -> None:
@@ -166,7 +233,7 @@ class ToolCalls(SessionCore):
         turn.client_calls.discard(call.id)
         await self._settle(call.id, tool.name, arguments, message, outcome)
 
-    async def _cancel_client_calls(self, turn: Turn) -> None:
+    async def cancel_client_calls(self, turn: Turn) -> None:
         """The user interrupted ``turn``: its client calls stop waiting, as cancelled."""
         for call_id in sorted(turn.client_calls):
             pending = self._client_calls.pop(call_id, None)
@@ -228,7 +295,7 @@ class ToolCalls(SessionCore):
             if turn.metrics is not None and not turn.finished:
                 turn.metrics.tools.append(ToolTiming(name, outcome.status, duration_ms, at))
             self._report_settled(call_id, name, arguments, outcome, duration_ms)
-        await self._tool_status(call_id, name, outcome.status)
+        await self.tool_status(call_id, name, outcome.status)
 
     def _report_settled(
         self, call_id: str, name: str, arguments: Any, outcome: ToolOutcome, duration_ms: float
@@ -252,7 +319,7 @@ class ToolCalls(SessionCore):
         except Exception as exc:
             log_failure(self.config.session_id, "on_tool_settled", exc)
 
-    async def _tool_status(self, call_id: str, name: str, status: str) -> None:
+    async def tool_status(self, call_id: str, name: str, status: str) -> None:
         await self._emit(ToolStatusEvent(call_id=call_id, name=name, status=status))
 
 

@@ -1,20 +1,28 @@
 """The turn lifecycle: begin, converse with the LLM (tool rounds included), finish.
 
 Each assistant turn is one task that an interruption cancels. A turn streams its rounds
-into history as they close; ``_interrupt`` cuts the open one down to what the user got.
+into history as they close; ``interrupt`` cuts the open one down to what the user got.
+
+``Turns`` is owned by the session and given what a turn needs: the config, the LLM, the
+guard, the usage meter, the ``SpeechOutput`` and ``ToolCalls`` collaborators, the
+conversation (history and variables, which the session keeps and restores in place), and
+callables to emit events, report errors, spawn tasks, read the clock and ask whether the
+session is closed. It holds the current turn and the lock that starts and stops turns.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 from sessions_app.orchestrator.budget import fit_history
-from sessions_app.orchestrator.config import TurnMetrics, render_template
-from sessions_app.orchestrator.core import Turn, closing_stream, log_failure
+from sessions_app.orchestrator.config import SessionConfig, TurnMetrics, render_template
+from sessions_app.orchestrator.guard import SessionGuard
 from sessions_app.orchestrator.speech import SpeechOutput
-from sessions_app.orchestrator.tools import ToolCalls
-from sessions_app.orchestrator.usage import wire_usage
+from sessions_app.orchestrator.state import Turn, closing_stream, log_failure
+from sessions_app.orchestrator.tools import Emit, Spawn, ToolCalls
+from sessions_app.orchestrator.usage import UsageMeter, wire_usage
 from sessions_app.protocol import (
     CancelledEvent,
     ChatDeltaEvent,
@@ -31,6 +39,7 @@ from sessions_app.providers.base import (
     ToolCallsRequested,
     ToolSpec,
 )
+from sessions_app.providers.resilience import ResilientLLM
 from sessions_app.sentences import SentenceSplitter, split_sentences
 
 # A reply's opening clause of at least this many words is spoken on its own, sooner.
@@ -41,8 +50,42 @@ TOOLS_EXHAUSTED_NOTE = (
 )
 
 
-class Turns(SpeechOutput, ToolCalls):
-    async def _begin_turn(
+class Turns:
+    def __init__(
+        self,
+        *,
+        config: SessionConfig,
+        llm: ResilientLLM,
+        guard: SessionGuard,
+        usage: UsageMeter,
+        speech: SpeechOutput,
+        tool_calls: ToolCalls,
+        history: list[dict[str, Any]],
+        variables: dict[str, str],
+        audio_ready: asyncio.Event,
+        emit: Emit,
+        handle_error: Callable[[ErrorCode, str], Coroutine[Any, Any, None]],
+        spawn: Spawn,
+        clock: Callable[[], float],
+        closed: Callable[[], bool],
+        on_turn_metrics: Callable[[TurnMetrics], None] | None = None,
+    ) -> None:
+        self.config, self._llm, self._guard, self._usage = config, llm, guard, usage
+        self._speech, self._tool_calls = speech, tool_calls
+        self._history, self._variables, self._audio_ready = history, variables, audio_ready
+        self._emit, self._handle_error, self._spawn = emit, handle_error, spawn
+        self._clock, self._closed, self._on_turn_metrics = clock, closed, on_turn_metrics
+        self.control_lock = asyncio.Lock()  # starting, cancelling and resetting turns
+        self.current: Turn | None = None
+        self.ids = 0  # turns started so far (the greeting counts)
+        # Set when the session may start no more turns (its workspace is out of quota).
+        self.refused: str | None = None
+
+    @property
+    def speaks(self) -> bool:
+        return self._speech.speaks
+
+    async def begin(
         self,
         text: str,
         source: Literal["speech", "text"],
@@ -53,35 +96,35 @@ class Turns(SpeechOutput, ToolCalls):
     ) -> None:
         refusal = await self._guard.turn()
         if refusal is not None:  # the running turn goes on undisturbed
-            await self.handle_error(ErrorCode.RATE_LIMITED, refusal)
+            await self._handle_error(ErrorCode.RATE_LIMITED, refusal)
             return
-        async with self._control_lock:
-            if self._closed:
+        async with self.control_lock:
+            if self._closed():
                 return
-            if self._turns_refused is not None:
-                await self.handle_error(ErrorCode.QUOTA_EXCEEDED, self._turns_refused)
+            if self.refused is not None:
+                await self._handle_error(ErrorCode.QUOTA_EXCEEDED, self.refused)
                 return
-            await self._interrupt("new_turn", None)
-            if self._closed:  # closed meanwhile: start nothing close() would not see
+            await self.interrupt("new_turn", None)
+            if self._closed():  # closed meanwhile: start nothing close() would not see
                 return
-            self._turn_ids += 1
+            self.ids += 1
             metrics = TurnMetrics(
-                self._turn_ids, source, at, speech_end_at=speech_end_at, endpoint_at=endpoint_at
+                self.ids, source, at, speech_end_at=speech_end_at, endpoint_at=endpoint_at
             )
-            turn = Turn(id=self._turn_ids, metrics=metrics)
+            turn = Turn(id=self.ids, metrics=metrics)
             self._history.append({"role": "user", "content": text})
-            self._turn = turn
+            self.current = turn
             # The LLM request goes out while `turn` is being sent; the emit lock, taken
             # before the task first runs, keeps `turn` and `thinking` ahead of its events.
             turn.task = self._spawn("turn", self._run_turn, turn)
             await self._emit(TurnEvent(text=text), ThinkingEvent())
 
-    async def _greet(self, greeting: str) -> None:
-        self._turn_ids += 1
-        turn = Turn(id=self._turn_ids, metrics=None)
+    async def greet(self, greeting: str) -> None:
+        self.ids += 1
+        turn = Turn(id=self.ids, metrics=None)
         turn.message = {"role": "assistant", "content": greeting}
         self._history.append(turn.message)
-        self._turn = turn
+        self.current = turn
         if not self.speaks:
             turn.finished = True
             return
@@ -92,34 +135,35 @@ class Turns(SpeechOutput, ToolCalls):
         await self._audio_ready.wait()
         turn.awaiting_audio = False
         for sentence in split_sentences(greeting):
-            self._say(turn, sentence)
-        await self._finish_speech(turn)
+            self._speech.say(turn, sentence)
+        await self._speech.finish(turn)
         await self._finish_turn(turn, "completed")
 
     async def _run_turn(self, turn: Turn) -> None:
         try:
             await self._converse(turn)
         except ProviderError as exc:
-            await self.handle_error(exc.code, str(exc))
+            await self._handle_error(exc.code, str(exc))
             await self._abandon(turn)  # its metrics are the turn's last event
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log_failure(self.config.session_id, "a turn", exc)
-            await self.handle_error(ErrorCode.INTERNAL, "internal error")
+            await self._handle_error(ErrorCode.INTERNAL, "internal error")
             await self._abandon(turn)
         else:
             await self._finish_turn(turn, "completed")
 
     async def _abandon(self, turn: Turn) -> None:
         await _stop(turn.speech_task)
-        for call_id in turn.client_calls:
-            self._client_calls.pop(call_id, None)
-        self._cut_history(turn, None)
+        self._tool_calls.forget(turn)
+        self._speech.cut_history(turn, None, self._history)
         await self._finish_turn(turn, "failed")
 
     async def _converse(self, turn: Turn) -> None:
-        specs = [ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values()]
+        specs = [
+            ToolSpec(t.name, t.description, t.parameters) for t in self._tool_calls.specs.values()
+        ]
         steps = max(1, self.config.max_tool_steps)
         for round_no in range(1, steps + 1):
             turn.round = round_no
@@ -127,7 +171,7 @@ class Turns(SpeechOutput, ToolCalls):
             messages = self._llm_messages(exhausted=last and round_no > 1 and bool(specs))
             text, calls = await self._stream_round(turn, messages, [] if last else specs)
             if calls and not last:
-                await self._run_tools(turn, text, calls)
+                await self._tool_calls.run(turn, text, calls, self._history)
                 continue
             if text:  # calls on the last round are dropped: the turn ends with what it has
                 turn.message = {"role": "assistant", "content": text}
@@ -138,7 +182,7 @@ class Turns(SpeechOutput, ToolCalls):
             self._reply_instead_of_nothing(turn)
         await self._emit(ChatEvent(text=turn.text, steps=turn.steps))
         if self.speaks:
-            await self._finish_speech(turn)
+            await self._speech.finish(turn)
 
     def _reply_instead_of_nothing(self, turn: Turn) -> None:
         """The LLM wrote nothing: say the agent's fallback sentence, never silence."""
@@ -148,7 +192,7 @@ class Turns(SpeechOutput, ToolCalls):
             self._history.append(turn.message)
         turn.message["content"] = turn.text
         if self.speaks:
-            self._say(turn, turn.text)
+            self._speech.say(turn, turn.text)
 
     def _llm_messages(self, *, exhausted: bool) -> list[dict[str, Any]]:
         instructions = render_template(self.config.instructions, self._variables)
@@ -189,7 +233,7 @@ class Turns(SpeechOutput, ToolCalls):
         finally:  # an interrupted round was still a request the provider worked on
             self._meter_round(messages, tools, turn.round_text, calls, done)
         for sentence in splitter.flush() if splitter else ():
-            self._say(turn, sentence)
+            self._speech.say(turn, sentence)
         return turn.round_text, calls
 
     def _meter_round(
@@ -221,7 +265,7 @@ class Turns(SpeechOutput, ToolCalls):
         turn.round_text += text
         turn.text += text
         for sentence in splitter.push(text) if splitter else ():
-            self._say(turn, sentence)
+            self._speech.say(turn, sentence)
         await self._emit(ChatDeltaEvent(text=text))
 
     async def _finish_turn(
@@ -245,9 +289,9 @@ class Turns(SpeechOutput, ToolCalls):
 
     # ------------------------------------------------------------ interruption
 
-    async def _interrupt(self, reason: str, played_ms: float | None) -> bool:
+    async def interrupt(self, reason: str, played_ms: float | None) -> bool:
         """Stop the current turn (caller holds the control lock). False: nothing to stop."""
-        turn = self._turn
+        turn = self.current
         if turn is None or turn.interrupted:
             return False
         if turn.awaiting_audio:  # a greeting shown but never heard: drop its speech only
@@ -256,15 +300,15 @@ class Turns(SpeechOutput, ToolCalls):
             return False
         running = turn.task is not None and not turn.task.done() and not turn.finished
         # The client's playedMs outranks our estimate of its playback.
-        if not running and not self._playing(turn) and played_ms is None:
+        if not running and not self._speech.playing(turn) and played_ms is None:
             return False
         if played_ms is None and (reason != "cancel" or not running):
-            played_ms = self._estimated_played_ms(turn)
+            played_ms = self._speech.estimated_played_ms(turn)
         turn.interrupted = True
         await _stop(turn.task, turn.speech_task)
         await self._emit(CancelledEvent(reason=reason))
-        await self._cancel_client_calls(turn)
-        self._cut_history(turn, played_ms)
+        await self._tool_calls.cancel_client_calls(turn)
+        self._speech.cut_history(turn, played_ms, self._history)
         await self._finish_turn(turn, "cancelled")
         return True
 

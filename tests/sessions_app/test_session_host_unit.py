@@ -1,0 +1,249 @@
+"""SessionHost on its own: a real VoiceSession on the scripted fakes, a memory resume
+store, and sockets that are lists. No consumer, no channel layer, no database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from sessions_app import access, protocol, resume
+from sessions_app.orchestrator import SessionConfig, VoiceSession
+from sessions_app.protocol import ErrorCode
+from sessions_app.providers.fake import FakeLLM, FakeToolRunner
+from sessions_app.records import SessionRecorder
+from sessions_app.resume.store import MemoryResumeStore
+from tests.sessions_app.harness import until
+
+
+class ListSink:
+    """A socket: what it was sent, and how it was closed."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.audio: list[bytes] = []
+        self.displaced = False
+        self.closed_with: int | None = None
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+    async def send_audio(self, pcm: bytes) -> None:
+        self.audio.append(pcm)
+
+    async def displace(self) -> None:
+        self.displaced = True
+
+    async def terminate(self, close_code: int, reason: str) -> None:
+        self.closed_with = close_code
+
+    def types(self) -> list[str]:
+        return [event["type"] for event in self.events if event["type"] != "metrics"]
+
+    def seqs(self) -> list[int]:
+        return [event["seq"] for event in self.events]
+
+
+Made = tuple[resume.SessionHost, VoiceSession, MemoryResumeStore]
+
+
+@pytest.fixture
+async def make() -> AsyncIterator[Callable[..., Any]]:
+    hosts: list[resume.SessionHost] = []
+
+    async def factory(**config: Any) -> Made:
+        store = MemoryResumeStore()
+        host = resume.SessionHost(
+            session_id=f"unit-{len(hosts)}",
+            workspace_id=7,
+            channel="",
+            recorder=SessionRecorder(),
+            store=store,
+        )
+        session = VoiceSession(
+            config=SessionConfig(
+                session_id=host.session_id,
+                resume_token="secret-token",
+                workspace_id=7,
+                llm_name="fake",
+                **{"mode": "text", **config},
+            ),
+            llm=FakeLLM(script=[["Hello ", "there."], ["Again."], ["Third."]]),
+            tool_runner=FakeToolRunner(),
+            emit=host.emit,
+            send_audio=host.send_audio,
+        )
+        await host.begin(session, tool_runner=None, meta={"workspaceId": 7})
+        hosts.append(host)
+        return host, session, store
+
+    yield factory
+    for host in hosts:
+        await host.end(None)
+
+
+async def say(host: resume.SessionHost, sink: ListSink, text: str, chats: int) -> None:
+    await host.handle(protocol.TextMessage(text=text))
+    await until(lambda: sink.types().count("chat") >= chats, 3.0)
+
+
+async def test_live_events_reach_the_attached_sink_in_order(make: Callable[..., Any]) -> None:
+    host, session, _ = await make()
+    sink = ListSink()
+    assert await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await session.start()
+    await say(host, sink, "hi", 1)
+    assert sink.types() == ["ready", "turn", "thinking", "chat_delta", "chat_delta", "chat"]
+    assert sink.seqs() == list(range(1, len(sink.events) + 1))
+
+
+async def test_a_detached_session_is_replayed_from_the_seq_the_client_had(
+    make: Callable[..., Any], settings: Any
+) -> None:
+    settings.SESSION_RESUME_TTL = 30
+    host, session, _ = await make()
+    first = ListSink()
+    await host.attach(first, last_seq=0, resume_token="secret-token")
+    await session.start()
+    await say(host, first, "hi", 1)
+    heard = first.events[-1]["seq"]
+    await host.disconnected(first, 4000, clean=False)
+    assert resume.local_host(host.session_id) is host  # waits for a resume
+    await host.handle(protocol.TextMessage(text="while away"))
+    await until(lambda: session.last_seq > heard + 3, 3.0)
+    await asyncio.sleep(0.05)
+    again = ListSink()
+    assert await host.attach(again, last_seq=heard, resume_token="secret-token")
+    assert again.seqs()[0] == heard + 1
+    assert again.seqs() == list(range(heard + 1, session.last_seq + 1))
+    assert "turn" in again.types() and "chat" in again.types()
+    assert first.events[-1]["seq"] == heard  # the old socket heard nothing more
+
+
+async def test_a_replayed_ready_carries_the_token_the_store_never_holds(
+    make: Callable[..., Any],
+) -> None:
+    host, session, store = await make()
+    await session.start()  # nobody attached yet: logged only
+    await host.flush()
+    stored = await store.events_after(host.session_id, 0)
+    assert stored[0]["type"] == "ready" and "resumeToken" not in stored[0]
+    assert "secret-token" not in json.dumps(stored)
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="the-client's-token")
+    assert sink.events[0]["type"] == "ready"
+    assert sink.events[0]["resumeToken"] == "the-client's-token"
+
+
+async def test_the_store_gets_the_events_and_the_state(make: Callable[..., Any]) -> None:
+    host, session, store = await make()
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await session.start()
+    await say(host, sink, "hi", 1)
+    await asyncio.sleep(0.05)
+    await host.flush()
+    stored = await store.load(host.session_id)
+    assert stored is not None
+    assert stored.meta == {"workspaceId": 7}
+    assert [m["content"] for m in stored.state["history"]] == ["hi", "Hello there."]
+    kept = await store.events_after(host.session_id, 0)
+    assert [e["seq"] for e in kept] == sink.seqs()
+
+
+async def test_a_second_sink_displaces_the_first(make: Callable[..., Any]) -> None:
+    host, session, _ = await make()
+    first, second = ListSink(), ListSink()
+    await host.attach(first, last_seq=0, resume_token="secret-token")
+    await session.start()
+    assert await host.attach(second, last_seq=0, resume_token="secret-token")
+    assert first.displaced and host.sink is second
+    assert second.types() == ["ready"]
+    await host.disconnected(first, 1000, clean=True)  # the displaced socket's close
+    assert resume.local_host(host.session_id) is host  # ends nothing
+
+
+async def test_a_clean_close_ends_the_session_and_its_state(make: Callable[..., Any]) -> None:
+    host, session, store = await make()
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await session.start()
+    await host.disconnected(sink, 1000, clean=True)
+    assert resume.local_host(host.session_id) is None
+    assert await store.load(host.session_id) is None
+    assert not await host.attach(ListSink(), last_seq=0, resume_token="secret-token")
+
+
+async def test_without_a_resume_ttl_an_unclean_close_ends_it(
+    make: Callable[..., Any], settings: Any
+) -> None:
+    settings.SESSION_RESUME_TTL = 0
+    host, _, _ = await make()
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await host.disconnected(sink, 4000, clean=False)
+    assert resume.local_host(host.session_id) is None
+
+
+async def test_a_detached_session_ends_when_its_ttl_passes(
+    make: Callable[..., Any], settings: Any
+) -> None:
+    settings.SESSION_RESUME_TTL = 0.1
+    host, _, store = await make()
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await host.disconnected(sink, 4000, clean=False)
+    assert resume.local_host(host.session_id) is host
+    await until(lambda: resume.local_host(host.session_id) is None, 3.0)
+    assert await store.load(host.session_id) is None
+
+
+async def test_terminate_says_why_then_closes_with_the_code(make: Callable[..., Any]) -> None:
+    host, session, _ = await make()
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await session.start()
+    await host.terminate(
+        ErrorCode.SESSION_ENDED, "the workspace ended this session", access.CLOSE_ENDED
+    )
+    error = sink.events[-1]
+    assert (error["type"], error["code"]) == ("error", "session_ended")
+    assert sink.closed_with == access.CLOSE_ENDED
+    assert resume.local_host(host.session_id) is None
+
+
+async def test_an_idle_session_is_ended_by_the_watch(
+    make: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sessions_app.resume.host.WATCH_EVERY_S", 0.02)
+    host, _, _ = await make(idle_timeout_s=0.05)
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await until(lambda: sink.closed_with is not None, 3.0)
+    assert sink.closed_with == access.CLOSE_IDLE
+    assert sink.events[-1]["code"] == "session_idle"
+
+
+async def test_audio_goes_only_to_an_attached_sink(make: Callable[..., Any]) -> None:
+    host, _, _ = await make()
+    await host.send_audio(b"\0\0")  # detached: dropped, never logged
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await host.send_audio(b"\1\1")
+    assert sink.audio == [b"\1\1"] and sink.events == []
+
+
+def test_handover_waits_for_the_slowest_server_tool() -> None:
+    from sessions_app.orchestrator import SERVER_TOOL_GRACE_S, ToolDefinition
+
+    slow = ToolDefinition(name="slow", handler="async () => 1", timeout_s=40)
+    client = ToolDefinition(name="open", client=True, timeout_s=400)
+    config = SessionConfig(
+        session_id="s", resume_token="r", workspace_id=1, llm_name="x", tools=[slow, client]
+    )
+    assert resume.handover_wait_s(config) == 40 + SERVER_TOOL_GRACE_S
+    bare = SessionConfig(session_id="s", resume_token="r", workspace_id=1, llm_name="x")
+    assert resume.handover_wait_s(bare) == resume.host.TURN_SETTLE_S
