@@ -31,7 +31,6 @@ return 1
 
 # Kept here for the modules (and tests) that reach Redis through this one.
 redis_client = backends.redis_client
-_client = redis_client
 
 
 def workspace_pool(workspace_id: int) -> str:

@@ -7,7 +7,6 @@ import random
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
 from secrets_app import services as key_services
 from secrets_app.models import ApiKey
@@ -26,17 +25,7 @@ from tests.fakes.openai_server import (
 )
 from tests.sessions_app.wsclient import Client
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-async def clean_leases():
-    if settings.REDIS_URL:
-        client = live._client()
-        for key in await client.keys("voice:live:*"):
-            await client.delete(key)
-    live._memory.clear()
-    yield
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_leases")]
 
 
 @pytest.fixture

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
 from secrets_app import services as secret_services
 from secrets_app.models import ApiKey
-from sessions_app import live, protocol, services
+from sessions_app import protocol, services
 from sessions_app.models import Session, ToolCallRecord
 from sessions_app.orchestrator import SessionConfig, ToolDefinition, VoiceSession
 from sessions_app.orchestrator.config import SettledToolCall
@@ -23,6 +22,8 @@ from tests.factories import Tenant, make_tenant, order_tool
 from tests.fakes import openai_server as fake_openai
 from tests.sessions_app.harness import until
 from tests.sessions_app.wsclient import Client
+
+pytestmark = pytest.mark.usefixtures("no_leases")
 
 SECRET_VALUE = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
 MASK = "[secret STRIPE_KEY]"
@@ -44,15 +45,6 @@ class LeakyToolRunner(FakeToolRunner):
     """A runner that hands secret values back unscrubbed: the record must mask them anyway."""
 
     handlers: dict[str, ToolHandler] = field(default_factory=_leaky_handlers)
-
-
-@pytest.fixture(autouse=True)
-async def clean_leases() -> None:
-    if settings.REDIS_URL:
-        client = live._client()
-        for key in await client.keys("voice:live:*"):
-            await client.delete(key)
-    live._memory.clear()
 
 
 @pytest.fixture

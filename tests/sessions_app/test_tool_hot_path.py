@@ -10,17 +10,16 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
 from secrets_app import services as secret_services
-from sessions_app import live, services
+from sessions_app import services
 from sessions_app.models import Session, ToolCallRecord
 from tests.factories import Tenant, make_tenant
 from tests.fakes.openai_server import Done, FakeOpenAIServer, Finish, text_reply, tool_call
 from tests.sessions_app.wsclient import Client
 from tools_app import services as tool_services
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_leases")]
 
 SECRET_VALUE = "sk_live_9fQ2mZxR7tLwPa3c"
 TEXT_CONFIG = {"type": "configure", "mode": "text", "instructions": "Be brief."}
@@ -30,15 +29,6 @@ NOISY = {
     "handler": "(args) => { console.log('looked up ' + args.order); return args }",  # echoes
 }
 SLOW_WRITE_S = 0.3
-
-
-@pytest.fixture(autouse=True)
-async def clean_leases() -> None:
-    if settings.REDIS_URL:
-        client = live._client()
-        for key in await client.keys("voice:live:*"):
-            await client.delete(key)
-    live._memory.clear()
 
 
 @pytest.fixture
@@ -89,9 +79,6 @@ async def test_a_slow_console_log_write_does_not_delay_the_tool_result(
         store(**kwargs)
 
     monkeypatch.setattr(services, "session_record_tool_log", slow_store)
-    import tools_app.runner
-
-    monkeypatch.setattr(tools_app.runner, "session_record_tool_log", slow_store, raising=False)
     session_id, slowed_s = await _tool_turn(tenant, llm, "A2")
 
     assert slowed_s - usual_s < 0.15, (usual_s, slowed_s)
@@ -105,21 +92,27 @@ async def test_a_slow_console_log_write_does_not_delay_the_tool_result(
     ]
 
 
+@pytest.fixture
+def decrypted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the secrets decrypted in this process, in order."""
+    names: list[str] = []
+    resolve = tool_services.secret_resolve
+
+    def counted(*, secret: Any) -> str:
+        names.append(secret.name)
+        return resolve(secret=secret)
+
+    monkeypatch.setattr(tool_services, "secret_resolve", counted)
+    return names
+
+
 def _records(session_id: str) -> list[ToolCallRecord]:
     return list(ToolCallRecord.objects.filter(session__public_id=session_id).order_by("id"))
 
 
 async def test_a_settled_call_decrypts_no_secret_for_its_record_yet_masks_an_echoed_one(
-    tenant: Tenant, llm: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+    tenant: Tenant, llm: FakeOpenAIServer, decrypted: list[str]
 ) -> None:
-    decrypted: list[str] = []
-    resolve = tool_services.secret_resolve
-
-    def counted(*, secret: Any) -> str:
-        decrypted.append(secret.name)
-        return resolve(secret=secret)
-
-    monkeypatch.setattr(tool_services, "secret_resolve", counted)
     session_id, _ = await _tool_turn(tenant, llm, f"B {SECRET_VALUE}")
 
     # Once per call, by the sandbox's parent (this process on the embedded platform;
@@ -137,16 +130,8 @@ async def test_a_settled_call_decrypts_no_secret_for_its_record_yet_masks_an_ech
 
 
 async def test_client_tool_results_are_masked_with_secrets_decrypted_once_per_session(
-    tenant: Tenant, llm: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+    tenant: Tenant, llm: FakeOpenAIServer, decrypted: list[str]
 ) -> None:
-    decrypted: list[str] = []
-    resolve = tool_services.secret_resolve
-
-    def counted(*, secret: Any) -> str:
-        decrypted.append(secret.name)
-        return resolve(secret=secret)
-
-    monkeypatch.setattr(tool_services, "secret_resolve", counted)
     for call_id in ("k1", "k2"):
         llm.script(*tool_call(0, call_id, "clipboard", "{}"), Finish("tool_calls"), Done())
     llm.script(text_reply("Pasted."))
