@@ -103,7 +103,7 @@ class AgentInput(StrictSerializer):
         help_text="LLMs tried in order when the agent's own fails before answering.",
     )
     tts_fallbacks = serializers.ListField(
-        child=serializers.ChoiceField(choices=[n for n in registry.names("tts") if n != "fake"]),
+        child=serializers.ChoiceField(choices=registry.platform_names("tts")),
         max_length=services.FALLBACKS_MAX,
         required=False,
         help_text="Text-to-speech providers tried in order when the agent's own fails.",

@@ -202,8 +202,8 @@ def _check_tts_fallbacks(agent: Agent) -> None:
     seen = {primary}
     for index, name in enumerate(values):
         problem = None
-        if not isinstance(name, str) or name == "fake" or name not in registry.names("tts"):
-            known = ", ".join(n for n in registry.names("tts") if n != "fake")
+        if not isinstance(name, str) or name not in registry.platform_names("tts"):
+            known = ", ".join(registry.platform_names("tts"))
             problem = f"not a text-to-speech provider; known: {known}"
         elif name in seen:
             problem = "the same provider as the agent's or an earlier fallback"

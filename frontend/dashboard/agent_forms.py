@@ -206,7 +206,7 @@ class AgentForm(forms.Form):
         required=False,
         label="Text-to-speech fallbacks",
         help_text="Tried in order when text-to-speech fails, separated by commas: "
-        + ", ".join(n for n in registry.names("tts") if n != "fake")
+        + ", ".join(registry.platform_names("tts"))
         + ".",
     )
     idle_timeout_s = forms.IntegerField(

@@ -18,6 +18,7 @@ __all__ = [
     "choosable",
     "create",
     "names",
+    "platform_names",
     "provider",
     "specs",
 ]
@@ -63,10 +64,15 @@ def register(kind: Kind, name: str, dotted_path: str) -> None:
 def names(kind: Kind, *, choosable: bool = False) -> list[str]:
     """Every name of ``kind``; ``choosable``: only those this platform lets settings and
     agents choose (the scripted fakes only where ``ALLOW_FAKE_PROVIDERS`` is on)."""
-    every = sorted(_REGISTRY[kind])
     if not choosable or settings.ALLOW_FAKE_PROVIDERS:
-        return every
-    return [name for name in every if not provider(kind, name).test_only]
+        return sorted(_REGISTRY[kind])
+    return platform_names(kind)
+
+
+def platform_names(kind: Kind) -> list[str]:
+    """Every name of ``kind`` but the scripted test-only ones, whatever the settings say
+    (what an agent's fallbacks may name, tests included)."""
+    return [name for name in sorted(_REGISTRY[kind]) if not provider(kind, name).test_only]
 
 
 def specs(kind: Kind, *, choosable: bool = False) -> list[ProviderSpec]:
