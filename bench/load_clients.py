@@ -24,7 +24,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.typing import Origin
 
-from sessions_app.providers.fake import tone_pcm
+from tests.engine.providers.fake import tone_pcm
 
 SPEECH_MS = 600  # of speech per turn
 _TONE = tone_pcm(SPEECH_MS)  # loud enough to be speech to the fake STT

@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fakes.openai_server import (
+from tests.engine.providers.llm.openai.fake_server import (
     Done,
     Echo,
     FakeOpenAIServer,

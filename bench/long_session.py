@@ -3,7 +3,7 @@
 Sessions of 100 voice turns (default) with instant fakes (STT, an LLM that calls one
 server tool every turn and then answers, TTS), each hosted as in production by a
 ``SessionHost`` that keeps the session resumable in Redis (events and state, see
-``sessions_app/resume``). Counted per turn: the bytes this process sent to Redis (every
+``realtime/resume``). Counted per turn: the bytes this process sent to Redis (every
 command, measured at the connection, so any store layout is measured the same way), the
 CPU time this process spent on the turn (fakes included: its growth is what the session's
 length costs), and the platform's overhead (final transcript -> LLM request, plus first
@@ -41,17 +41,12 @@ django.setup()
 
 import redis.asyncio.connection as redis_connection  # noqa: E402
 
-from sessions_app.orchestrator import SessionConfig, ToolDefinition, VoiceSession  # noqa: E402
-from sessions_app.orchestrator.config import TurnMetrics  # noqa: E402
-from sessions_app.providers.base import FinalTranscript  # noqa: E402
-from sessions_app.providers.fake import (  # noqa: E402
-    FakeLLM,
-    FakeSTT,
-    FakeToolRunner,
-    FakeTTS,
-    tool_call,
-)
-from sessions_app.resume import SessionHost  # noqa: E402
+from engine.protocol import Stamped, TtsDoneEvent  # noqa: E402
+from engine.providers.base import FinalTranscript  # noqa: E402
+from engine.session import SessionConfig, ToolDefinition, VoiceSession  # noqa: E402
+from engine.session.config import TurnMetrics  # noqa: E402
+from realtime.resume import SessionHost  # noqa: E402
+from tests.engine.providers.fake import FakeLLM, FakeSTT, FakeToolRunner, FakeTTS, tool_call  # noqa: E402
 
 ASKED = "what is the weather in Paris tomorrow, and should I take an umbrella with me"
 REPLY = ["It will be mild and dry ", "in Paris tomorrow, around 18 degrees. ", "No umbrella."]
@@ -120,9 +115,9 @@ async def run_session(index: int, turns: int) -> tuple[list[int], list[float], l
         lease_pools=(),
     )  # fmt: skip
 
-    async def emit(event: dict[str, Any]) -> None:
+    async def emit(event: Stamped) -> None:
         await host.emit(event)
-        if event["type"] == "tts_done":
+        if isinstance(event.event, TtsDoneEvent):
             spoken.set()
 
     forecast = ToolDefinition(

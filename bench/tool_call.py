@@ -73,9 +73,9 @@ def _floor(calls: int) -> dict[str, float]:
 
 
 def _invocation(workspace_id: int, session: str, index: int) -> Any:
-    from sessions_app.providers.base import ToolInvocation
+    from engine.tools.call import ToolRequest
 
-    return ToolInvocation(
+    return ToolRequest(
         call_id=f"{session}-{index}", session_id=session, workspace_id=workspace_id,
         name="echo", handler="(args) => ({ n: args.n })", arguments={"n": index},
         timeout_s=10, pinned=False,

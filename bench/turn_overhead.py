@@ -35,9 +35,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sessions_app.orchestrator import SessionConfig, TurnMetrics, VoiceSession
-from sessions_app.providers.base import FinalTranscript
-from sessions_app.providers.fake import FakeLLM, FakeSTT, FakeToolRunner, FakeTTS
+from engine.protocol import Stamped, TtsDoneEvent
+from engine.providers.base import FinalTranscript
+from engine.session import SessionConfig, TurnMetrics, VoiceSession
+from tests.engine.providers.fake import FakeLLM, FakeSTT, FakeToolRunner, FakeTTS
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 
@@ -57,8 +58,8 @@ class NoRecord:
 
 
 def new_host(index: int) -> Any:
-    from sessions_app.resume import SessionHost
-    from sessions_app.resume.store import MemoryResumeStore
+    from engine.resume.store import MemoryResumeStore
+    from realtime.resume import SessionHost
 
     return SessionHost(
         session_id=f"{index:032x}", workspace_id=1, channel="", recorder=NoRecord(),  # type: ignore[arg-type]
@@ -73,10 +74,10 @@ async def run_session(
     spoken = asyncio.Event()
     host = new_host(index) if hosted else None
 
-    async def emit(event: dict[str, Any]) -> None:
+    async def emit(event: Stamped) -> None:
         if host is not None:
             await host.emit(event)
-        if event["type"] == "tts_done":
+        if isinstance(event.event, TtsDoneEvent):
             spoken.set()
 
     async def send_audio(chunk: bytes) -> None:

@@ -49,11 +49,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.wer import edit_distance, espeak, normalise, piper
-from sessions_app.orchestrator import SessionConfig, TurnMetrics, VoiceSession
-from sessions_app.providers.audio import float_to_pcm16
-from sessions_app.providers.fake import FakeLLM, FakeToolRunner
-from sessions_app.providers.stt_local import Endpointing, LocalSTT
-from sessions_app.providers.tts_local import LocalTTS
+from engine.protocol import Stamped, TurnEvent
+from engine.providers.audio import float_to_pcm16
+from engine.providers.stt.local.adapter import Endpointing, LocalSTT
+from engine.providers.tts.local.adapter import LocalTTS
+from engine.session import SessionConfig, TurnMetrics, VoiceSession
+from tests.engine.providers.fake import FakeLLM, FakeToolRunner
 
 RATE = 16_000
 FRAME = 640  # 20 ms
@@ -171,9 +172,9 @@ async def converse(pcm: bytes, rules: Endpointing) -> dict[str, Any]:
     metrics: list[TurnMetrics] = []
     finals: list[str] = []
 
-    async def emit(event: dict[str, Any]) -> None:
-        if event["type"] == "turn":
-            finals.append(event["text"])
+    async def emit(event: Stamped) -> None:
+        if isinstance(event.event, TurnEvent):
+            finals.append(event.event.text)
 
     async def send_audio(chunk: bytes) -> None:
         return None

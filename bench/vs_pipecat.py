@@ -78,8 +78,14 @@ def floor_ms() -> float:
 
 
 async def serve() -> None:
-    from tests.fakes.openai_server import Delay, Done, FakeOpenAIServer, Finish, Text
-    from tests.fakes.openai_speech_server import FakeOpenAISpeechServer
+    from tests.engine.providers.llm.openai.fake_server import (
+        Delay,
+        Done,
+        FakeOpenAIServer,
+        Finish,
+        Text,
+    )
+    from tests.engine.providers.tts.openai.fake_server import FakeOpenAISpeechServer
 
     class SlowSpeech(FakeOpenAISpeechServer):
         async def _answer(self, reader: Any, writer: Any, request: Any) -> bool:
@@ -103,18 +109,19 @@ async def serve() -> None:
 
 
 async def ours_session(index: int, turns: int, urls: dict[str, str]) -> list[float]:
-    from sessions_app.orchestrator import SessionConfig, VoiceSession
-    from sessions_app.providers.base import FinalTranscript
-    from sessions_app.providers.fake import FakeSTT, FakeToolRunner
-    from sessions_app.providers.llm_openai import OpenAICompatibleLLM
-    from sessions_app.providers.tts_openai import OpenAITTS
+    from engine.protocol import Stamped, TtsDoneEvent
+    from engine.providers.base import FinalTranscript
+    from engine.providers.llm.openai.adapter import OpenAICompatibleLLM
+    from engine.providers.tts.openai.adapter import OpenAITTS
+    from engine.session import SessionConfig, VoiceSession
+    from tests.engine.providers.fake import FakeSTT, FakeToolRunner
 
     first_audio: list[float] = []
     started = 0.0
     done = asyncio.Event()
 
-    async def emit(event: dict[str, Any]) -> None:
-        if event["type"] == "tts_done":
+    async def emit(event: Stamped) -> None:
+        if isinstance(event.event, TtsDoneEvent):
             done.set()
 
     async def send_audio(chunk: bytes) -> None:

@@ -16,9 +16,16 @@ digit becomes a space, so punctuation never counts ("greet()" = "greet", "'hi'" 
 as "index dot js" for "index.js" (one inserted word), or "Index.js" split differently.
 WER = (substitutions + deletions + insertions) / reference words, over the whole set.
 
+Other languages, where the optional multilingual Whisper is installed (``python -m
+engine.providers.stt.local.multilingual install``): six sentences each in Spanish, French
+and German, spoken by espeak-ng in that language, heard by the recogniser told the
+language and told to detect it (the ``languages`` column). Their words are compared
+lower-cased, letters of any alphabet kept, punctuation dropped; they hold no digits.
+
 Prints one JSON object, then a short table. A measurement, not a test.
 
     .venv/bin/python bench/wer.py            (needs espeak-ng: apt-get install espeak-ng)
+    .venv/bin/python bench/wer.py --languages    (the other languages only)
 """
 
 from __future__ import annotations
@@ -39,11 +46,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sessions_app.providers.audio import float_to_pcm16, pcm16_to_float, resample
-from sessions_app.providers.base import FinalTranscript
-from sessions_app.providers.stt_local import LocalSTT, whisper_prompt
-from sessions_app.providers.tts_local import LocalTTS
-from sessions_app.voice_cleaner import cardinal_words
+from engine.providers.audio import float_to_pcm16, pcm16_to_float, resample
+from engine.providers.base import FinalTranscript
+from engine.providers.stt.local import multilingual
+from engine.providers.stt.local.adapter import LocalSTT, whisper_prompt
+from engine.providers.tts.local.adapter import LocalTTS
+from engine.text.voice_cleaner import cardinal_words
 
 RATE = 16_000
 FRAME_BYTES = RATE * 20 // 1000 * 2
@@ -68,6 +76,33 @@ CODING = (
     "Change the README.md title to Voice Agent.",
     "Make parseConfig return null when the file is empty.",
 )
+# Per language: what espeak-ng's voice is called, and sentences without digits.
+LANGUAGES = {
+    "es": ("es", (
+        "Quiero reservar una mesa para esta noche.",
+        "Mi pedido no ha llegado todavía.",
+        "¿Qué tiempo hace hoy en Madrid?",
+        "Apaga las luces de la cocina, por favor.",
+        "Necesito cambiar la dirección de entrega.",
+        "¿A qué hora cierra la farmacia?",
+    )),
+    "fr": ("fr", (
+        "Je voudrais réserver une table pour ce soir.",
+        "Ma commande n'est pas encore arrivée.",
+        "Quel temps fait-il aujourd'hui à Paris?",
+        "Éteins les lumières de la cuisine, s'il te plaît.",
+        "Je dois changer l'adresse de livraison.",
+        "À quelle heure ferme la pharmacie?",
+    )),
+    "de": ("de", (
+        "Ich möchte einen Tisch für heute Abend reservieren.",
+        "Meine Bestellung ist noch nicht angekommen.",
+        "Wie ist das Wetter heute in Berlin?",
+        "Mach bitte das Licht in der Küche aus.",
+        "Ich muss die Lieferadresse ändern.",
+        "Wann schließt die Apotheke?",
+    )),
+}  # fmt: skip
 VOCABULARY = [
     "index.js", "greet()", "hi", "fetchWeather", "getForecast", "useState", "App.tsx",
     "index.test.js", "React", "Counter", "package.json", "README.md", "parseConfig", "null",
@@ -101,9 +136,14 @@ def edit_distance(reference: list[str], hypothesis: list[str]) -> int:
 # ---------------------------------------------------------------- speech
 
 
-def espeak(text: str, folder: Path) -> np.ndarray:
+def words_of(text: str) -> list[str]:
+    """Any language's words: lower case, letters of any alphabet, apostrophes dropped."""
+    return re.findall(r"[^\W_]+", text.lower().replace("'", "").replace("’", ""))
+
+
+def espeak(text: str, folder: Path, voice: str = "en-us") -> np.ndarray:
     path = folder / "espeak.wav"
-    subprocess.run(["espeak-ng", "-v", "en-us", "-s", "165", "-w", str(path), text], check=True)
+    subprocess.run(["espeak-ng", "-v", voice, "-s", "165", "-w", str(path), text], check=True)
     with wave.open(str(path)) as recording:
         rate = recording.getframerate()
         samples = pcm16_to_float(recording.readframes(recording.getnframes()))
@@ -115,11 +155,11 @@ async def piper(text: str) -> np.ndarray:
     return resample(pcm16_to_float(pcm), 24_000, RATE)
 
 
-async def transcribe(samples: np.ndarray, vocabulary: list[str]) -> str:
+async def transcribe(samples: np.ndarray, vocabulary: list[str], language: str = "en") -> str:
     pcm = float_to_pcm16(
         np.concatenate([np.zeros(RATE), samples, np.zeros(int(RATE * 1.5))]).astype(np.float32)
     )
-    stream = await LocalSTT(vocabulary=vocabulary).open(sample_rate=RATE)
+    stream = await LocalSTT(vocabulary=vocabulary, language=language).open(sample_rate=RATE)
     finals: list[str] = []
 
     async def collect() -> None:
@@ -178,9 +218,41 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, float]:
     return summary
 
 
+async def measure_languages() -> dict[str, float]:
+    """WER % per language, the recogniser told the language and told to detect it."""
+    summary: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for code, (voice, sentences) in LANGUAGES.items():
+            for told in (code, "detect"):
+                words = errors = 0
+                for sentence in sentences:
+                    samples = espeak(sentence, Path(folder), voice)
+                    heard = await transcribe(samples, [], told)
+                    reference = words_of(sentence)
+                    words += len(reference)
+                    errors += edit_distance(reference, words_of(heard))
+                key = "told" if told == code else "detect"
+                summary[f"{code}/{key}"] = round(100 * errors / words, 1)
+    return summary
+
+
+def print_languages(summary: dict[str, float]) -> None:
+    print("WER %            told the language   detect")
+    for code in LANGUAGES:
+        print(f"{code:<17}{summary[f'{code}/told']:>17.1f}{summary[f'{code}/detect']:>9.1f}")
+
+
 async def main() -> None:
     if shutil.which("espeak-ng") is None:
         sys.exit("espeak-ng is needed (apt-get install espeak-ng)")
+    offline_languages = multilingual.available()
+    if sys.argv[1:] == ["--languages"]:
+        if not offline_languages:
+            sys.exit("the multilingual Whisper is not installed (see the docstring)")
+        summary = await measure_languages()
+        print(json.dumps({"languages": summary, "machine": platform.machine()}, indent=1))
+        print_languages(summary)
+        return
     sentences = PLAIN + CODING
     with tempfile.TemporaryDirectory() as folder:
         spoken = {
@@ -194,12 +266,17 @@ async def main() -> None:
         vocabulary=VOCABULARY,
         whisper_prompt=whisper_prompt(VOCABULARY),
     )
+    if offline_languages:
+        result["languages"] = await measure_languages()
     print(json.dumps(result, indent=1))
     print()
     print("WER %            without hints   with hints")
     for key in ("all/plain", "all/coding", "all/all", "espeak-ng/all", "piper-joe/all"):
         without, with_ = result["summary"][f"{key}/without"], result["summary"][f"{key}/with"]
         print(f"{key:<17}{without:>13.1f}{with_:>13.1f}")
+    if offline_languages:
+        print()
+        print_languages(result["languages"])
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LIB_DIR = Path(__file__).resolve().parent / "lib"
-FILE_NAME = re.compile(r"^[a-z0-9-]+\.(?:js|d\.ts)$")
+FILE_NAME = re.compile(r"^[a-z0-9-]+\.(?:js|d\.ts)\Z")
 _CONTENT_TYPES = {".js": "text/javascript; charset=utf-8", ".ts": "text/plain; charset=utf-8"}
 
 

@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from frontend import views
 
 urlpatterns = [
+    path("favicon.ico", views.favicon, name="favicon"),
     path("client.js", views.entry, {"name": "client.js"}, name="client-js"),
     path("react.js", views.entry, {"name": "react.js"}, name="react-js"),
     path("sdk/voice-agent.tgz", views.sdk_package, name="sdk-package"),

@@ -1,9 +1,17 @@
-"""The browser library's URLs: ``/client.js``, ``/react.js`` and ``/lib/<digest>/<name>``."""
+"""The browser library's URLs: ``/client.js``, ``/react.js`` and ``/lib/<digest>/<name>``;
+and ``/favicon.ico``, which browsers ask every page of the platform for."""
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponsePermanentRedirect,
+    HttpResponseRedirect,
+)
+from django.templatetags.static import static
 from django.views.decorators.http import require_safe
 
 from frontend.library import FILE_NAME, library
@@ -55,3 +63,9 @@ def sdk_package(request: HttpRequest) -> HttpResponse:
     response["Cache-Control"] = "no-cache"  # the same URL gets the library's next version
     response["ETag"] = f'"{digest}"'
     return response
+
+
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Pages without their own icon link (the admin, the API docs) get the dashboard's."""
+    return HttpResponsePermanentRedirect(static("dashboard/favicon.svg"))

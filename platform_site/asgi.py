@@ -1,4 +1,5 @@
-"""HTTP goes to Django; WebSockets go to the session consumer.
+"""HTTP goes to Django; WebSockets go to the session consumer (browsers) or the media-stream
+consumer (carriers' phone calls).
 
 No origin or session middleware wraps the WebSocket: browser connections are
 authenticated by their publishable key, whose own allowed origins are checked
@@ -16,10 +17,13 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from platform_site import backends  # noqa: E402
+from core import backends  # noqa: E402
+from platform_site.body_limit import BodyLimit, refuse_early_in_daphne  # noqa: E402
+from platform_site.shutdown import drain_on_sigterm  # noqa: E402
+from realtime.routing import websocket_urlpatterns  # noqa: E402
+from realtime.session_setup import speech_preload  # noqa: E402
 from sessions_app.checks import refuse_bad_settings  # noqa: E402
-from sessions_app.routing import websocket_urlpatterns  # noqa: E402
-from sessions_app.session_setup import speech_preload  # noqa: E402
+from telephony_app.routing import websocket_urlpatterns as phone_urlpatterns  # noqa: E402
 from tools_app.services import warm_sandbox  # noqa: E402
 
 refuse_bad_settings()  # daphne runs no system checks: a bad provider setting stops it here
@@ -27,7 +31,12 @@ refuse_bad_settings()  # daphne runs no system checks: a bad provider setting st
 # offline speech models load in the background, not on the first session.
 warm_sandbox(embedded=backends.tasks_inline())
 speech_preload()
+drain_on_sigterm()  # a deploy's SIGTERM moves the sessions to other processes first
+refuse_early_in_daphne()  # a body past its limit is refused as it arrives, not held
 
 application = ProtocolTypeRouter(
-    {"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)}
+    {
+        "http": BodyLimit(django_asgi_app),
+        "websocket": URLRouter([*websocket_urlpatterns, *phone_urlpatterns]),
+    }
 )

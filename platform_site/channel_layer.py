@@ -54,7 +54,10 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
         if "!" in channel:  # a process-local channel: the message names it
             message = {**message, "__asgi_channel__": channel}
             target = self.non_local_name(channel)
-            index = self.consistent_hash(channel)
+            # The shard of the process's channel, where its receive (and group_send) look:
+            # channels-redis' own send hashes the full name, which with several hosts
+            # puts a direct message on a shard nobody reads.
+            index = self.consistent_hash(target)
         else:
             index = next(self._send_index_generator)
         now = time.time()

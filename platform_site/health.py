@@ -1,5 +1,6 @@
 """/healthz: is the database reachable, Redis when one is configured, and can this process
-start a sandbox worker (with the protections it reports, as this host allows them)."""
+start a sandbox worker (with the protections it reports, as this host allows them), and
+did the offline speech models this process uses load (``speech_models``: each one's status)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import redis
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
-from platform_site import backends
+from core import backends
+from engine.providers.audio import offline_models_status
+from realtime import drain
 from tools_app.services import sandbox_protections
 
 logger = logging.getLogger(__name__)
@@ -26,21 +29,31 @@ def _database_status() -> str:
 
 
 def _redis_status() -> str:
+    """Every Redis a shared role uses (core/backends.py) answers."""
     if not backends.production():
         return "not configured"
-    try:
-        with backends.redis_sync(socket_timeout=2, socket_connect_timeout=2) as client:
-            client.ping()
-    except redis.RedisError as exc:
-        logger.warning("healthz: redis check failed: %s", type(exc).__name__)
-        return "down"
+    for role, url in backends.role_urls().items():
+        try:
+            with backends.redis_sync_at(url, socket_timeout=2, socket_connect_timeout=2) as client:
+                client.ping()
+        except redis.RedisError as exc:
+            logger.warning("healthz: redis (%s) check failed: %s", role, type(exc).__name__)
+            return "down"
     return "ok"
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
+    if drain.draining():  # a deploy stops this process: balancers send new sessions elsewhere
+        response = JsonResponse({"draining": True}, status=503)
+        response._has_been_logged = True  # type: ignore[attr-defined]  # expected, not an error
+        return response
     checks: dict[str, object] = {"db": _database_status(), "redis": _redis_status()}
     protections = sandbox_protections()
     checks["sandbox"] = "ok" if protections is not None else "down"
+    models = offline_models_status()
+    # Still loading is healthy (sessions wait for it); failed is not, and is retried.
+    checks["speech"] = "down" if "failed" in models.values() else "ok"
     healthy = all(value in {"ok", "not configured"} for value in checks.values())
     checks["sandbox_protections"] = protections or {}
+    checks["speech_models"] = models
     return JsonResponse(checks, status=200 if healthy else 503)

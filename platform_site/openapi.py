@@ -1,5 +1,7 @@
 """The OpenAPI schema says what every response is, errors included.
 
+Every operation names the key scope it needs (``x-scope``, and a sentence in its
+description), read from the view's ``scopes``, the table the API itself enforces.
 Every operation documents the JSON error shape for the answers any request may get: 401
 (no or a bad key), 403 (a scope the key lacks), 429 (``Retry-After``), 400 for requests with
 a body or query parameters, 404 for paths with an id. ``tests/test_openapi.py`` checks
@@ -39,7 +41,36 @@ _ERRORS = {
 }
 
 
+def _error_examples(scope: str | None) -> dict[str, tuple[str, str]]:
+    """(code, message) the API answers with, per status, for the documented errors."""
+    return {
+        "401": ("invalid_key", "unknown, revoked or expired API key"),
+        "403": (
+            "missing_scope",
+            f"this key lacks the scope {scope!r}; create a key with it in the dashboard",
+        ),
+        "429": ("throttled", "Request was throttled. Expected available in 12 seconds."),
+    }
+
+
 class ApiSchema(AutoSchema):
+    def _scope(self) -> str | None:
+        from secrets_app.authentication import operation_scope
+
+        return operation_scope(self.view, self.method)
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation: dict[str, Any] | None = super().get_operation(*args, **kwargs)
+        if operation is None or not self.path.startswith("/api/v1/"):
+            return operation
+        scope = self._scope()
+        if scope is not None:
+            operation["x-scope"] = scope
+            needs = f"Needs a secret key with the scope `{scope}`."
+            description = operation.get("description")
+            operation["description"] = f"{description}\n\n{needs}" if description else needs
+        return operation
+
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
         responses: dict[str, Any] = super()._get_response_bodies(direction)
         if direction != "response" or not self.path.startswith("/api/v1/"):
@@ -52,13 +83,23 @@ class ApiSchema(AutoSchema):
             errors["400"] = "The request is invalid: `message` names the field."
         if "{" in self.path:
             errors["404"] = "No such object in this workspace."
+        examples = _error_examples(self._scope())
         for code, description in errors.items():
             if code not in responses:
                 response = self._get_response_for_code(  # type: ignore[no-untyped-call]  # unannotated in drf-spectacular
                     ErrorOutput, code, direction=direction
                 )
                 responses[code] = {**response, "description": description}
+                self._add_error_example(responses[code], examples.get(code))
         return responses
+
+    @staticmethod
+    def _add_error_example(response: dict[str, Any], example: tuple[str, str] | None) -> None:
+        media = response["content"]["application/json"]
+        if example is not None and not media.get("examples"):
+            code, message = example
+            value = {"error": {"code": code, "message": message}}
+            media["examples"] = {code: {"value": value, "summary": message}}
 
 
 # Subclassing registers the scheme (drf-spectacular's unannotated __init_subclass__).

@@ -1,4 +1,4 @@
-"""Settings, read from the environment (see the README's configuration table).
+"""Settings, read from the environment (every variable is in docs/configuration.md).
 
 With nothing set, the platform runs on its embedded defaults: SQLite under var/,
 an in-memory channel layer, tool tasks in-process. Production sets DATABASE_URL,
@@ -16,13 +16,14 @@ import dj_database_url
 from csp import constants as csp
 from django.core.exceptions import ImproperlyConfigured
 
-from platform_site import backends
-from platform_site.env import (
+from core import backends
+from engine.settings import (
     env_bool,
     env_float,
     env_int,
     env_int_list,
     env_list,
+    env_renamed,
     env_secret,
     env_str,
 )
@@ -62,7 +63,7 @@ def _proxy_ssl_header(name: str | None) -> tuple[str, str] | None:
 
 # Behind a reverse proxy: the proxies whose X-Forwarded-For is believed (addresses or
 # networks), the header that says the original request was https, and whether the proxy's
-# X-Forwarded-Host names the site. See the README's "Behind a proxy (https)".
+# X-Forwarded-Host names the site. See docs/production.md, "Behind a proxy (https)".
 TRUSTED_PROXIES = _trusted_proxies(env_list("TRUSTED_PROXIES", []))
 SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env_str("SECURE_PROXY_SSL_HEADER"))
 USE_X_FORWARDED_HOST = env_bool("USE_X_FORWARDED_HOST", False)
@@ -90,11 +91,18 @@ INSTALLED_APPS = [
     "csp",
     "django_otp",
     "django_otp.plugins.otp_totp",
+    "core",
     "secrets_app",
+    "realtime",
     "sessions_app",
     "tools_app",
     "usage_app",
     "webhooks_app",
+    "knowledge_app",
+    "postcall_app",
+    "mcp_app",
+    "telephony_app",
+    "evals_app",
     "frontend",
 ]
 
@@ -154,13 +162,24 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 
-def _redis_url(url: str | None) -> str | None:
-    if url and urlparse(url).scheme not in {"redis", "rediss", "unix"}:
-        raise ImproperlyConfigured("REDIS_URL must start with redis://, rediss:// or unix://")
+def _redis_url(url: str | None, name: str = "REDIS_URL", *, cluster: bool = False) -> str | None:
+    schemes = {"redis", "rediss", "unix"} | (
+        {"redis+cluster", "rediss+cluster"} if cluster else set()
+    )
+    for each in (url or "").split(","):
+        if each.strip() and urlparse(each.strip()).scheme not in schemes:
+            raise ImproperlyConfigured(
+                f"{name} must start with one of {', '.join(sorted(schemes))}"
+            )
     return url or None
 
 
 REDIS_URL = _redis_url(env_str("REDIS_URL"))
+# Each shared role on a server of its own (core/backends.py; docs/configuration.md, "Shared
+# services"); unset, it is on REDIS_URL. Several comma-separated channel-layer URLs are shards.
+CHANNEL_LAYER_URL = _redis_url(env_str("CHANNEL_LAYER_URL"), "CHANNEL_LAYER_URL")
+SESSION_STATE_URL = _redis_url(env_str("SESSION_STATE_URL"), "SESSION_STATE_URL", cluster=True)
+COUNTERS_URL = _redis_url(env_str("COUNTERS_URL"), "COUNTERS_URL", cluster=True)
 
 
 def _public_url(url: str | None) -> str | None:
@@ -174,16 +193,49 @@ def _public_url(url: str | None) -> str | None:
 PUBLIC_URL = _public_url(env_str("PUBLIC_URL"))
 
 # REDIS_URL is the one switch between the embedded platform and production
-# (platform_site/backends.py): the channel layer, Celery and mail follow it.
-CHANNEL_LAYERS = backends.channel_layers(REDIS_URL)
+# (core/backends.py): the channel layer, Celery and mail follow it.
+CHANNEL_LAYERS = backends.channel_layers(CHANNEL_LAYER_URL or REDIS_URL)
 
-# Celery: on Redis when configured; otherwise tasks run in-process.
-CELERY_BROKER_URL = backends.celery_broker(REDIS_URL)
-CELERY_RESULT_BACKEND = None
+# Celery: on its broker (Redis or RabbitMQ, amqp://) when configured, else on REDIS_URL;
+# otherwise tasks run in-process. Tool outcomes come back on the session's channel, so no
+# result backend is needed; one can be named for tasks of your own.
+CELERY_BROKER_URL = backends.celery_broker(env_str("CELERY_BROKER_URL"), REDIS_URL)
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_ALWAYS_EAGER = backends.tasks_inline_by_default(REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TASK_ROUTES = {"tools.execute": {"queue": "sandbox"}}  # others: the "celery" queue
+# Webhook deliveries have their own queue and worker (a slow receiver never holds a sandbox
+# task process); mail and the rest go to the "celery" queue.
+CELERY_TASK_ROUTES = {
+    "tools.execute": {"queue": "sandbox"},
+    "webhooks.deliver": {"queue": "webhooks"},
+    # Parsing and embedding documents is slow CPU work: it must never hold up tool calls.
+    "knowledge.index_document": {"queue": "knowledge"},
+    "knowledge.refresh_due": {"queue": "knowledge"},
+    # Post-call analysis (an LLM request per session) and the retention purge.
+    "postcall.*": {"queue": "postcall"},
+    "telephony.housekeeping": {"queue": "postcall"},  # beside the retention purge
+    # Agent tests and simulations hold an LLM conversation for minutes: never a tool call's
+    # or a webhook's worker.
+    "evals.test_run": {"queue": "evals"},
+    "evals.simulation": {"queue": "evals"},
+}
+# Celery beat (`celery -A platform_site beat`) runs the retention purge and phone housekeeping.
+RETENTION_PURGE_INTERVAL_S = env_int("RETENTION_PURGE_INTERVAL_S", 3600, minimum=60)
+# Post-call analysis reruns: per session in all, and per workspace per hour.
+ANALYSIS_MAX_RERUNS = env_int("ANALYSIS_MAX_RERUNS", 5, minimum=0)
+ANALYSIS_RERUNS_PER_HOUR = env_int("ANALYSIS_RERUNS_PER_HOUR", 60, minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    "retention-purge": {"task": "postcall.retention_purge", "schedule": RETENTION_PURGE_INTERVAL_S},
+    # Post-call analyses pending past their timeout (a lost task) end as failed.
+    "analysis-sweep": {"task": "postcall.analysis_sweep", "schedule": 300},
+    # Phone calls that never streamed, and expired session tokens (telephony_app/tasks.py).
+    "phone-housekeeping": {"task": "telephony.housekeeping", "schedule": 600},
+    # URL documents whose refresh_hours have passed (knowledge_app/tasks.py).
+    "knowledge-refresh": {"task": "knowledge.refresh_due", "schedule": 300},
+    # Agent test runs and simulations left unfinished by a lost worker (evals_app/tasks.py).
+    "evals-stuck-sweep": {"task": "evals.stuck_sweep", "schedule": 600},
+}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a long handler must not hold back queued calls
 CELERY_WORKER_MAX_TASKS_PER_CHILD = env_int("CELERY_WORKER_MAX_TASKS_PER_CHILD", 200, minimum=1)
 # KiB; a child past this (after a task) is replaced, so V8 memory never accumulates.
@@ -235,8 +287,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Voice agent platform API",
-    "DESCRIPTION": "Workspace keys, secrets, agents and sessions. Authenticate with "
-    "`Authorization: Bearer sk_…`.",
+    "DESCRIPTION": "Agents, session tokens, session records, secrets, API keys, usage and the "
+    "audit log of one workspace: the workspace of the secret key you authenticate with, "
+    "`Authorization: Bearer sk_…`. Each operation names the key scope it needs (`x-scope`); "
+    'every error answers `{"error": {"code", "message", "fields"?}}`.',
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
@@ -244,9 +298,88 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Test runs and simulations share one set of statuses (named once in the schema).
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "evals_app.models.Status"},
+    # One tag per resource, in the order a newcomer meets them (Swagger UI keeps it); every
+    # operation has exactly one of these (tests/test_openapi.py).
+    "TAGS": [
+        {
+            "name": "Agents",
+            "description": "Saved agents: instructions, greeting, voice, providers and tools "
+            "(a server tool's JavaScript handler runs on the platform, in the sandbox). Pages "
+            "and session tokens name an agent by its slug.",
+        },
+        {
+            "name": "Agent versions",
+            "description": "Published versions of an agent: publish the draft, roll back, "
+            "compare two versions, split new sessions between two, pin a key to one "
+            "(docs/versions.md).",
+        },
+        {
+            "name": "Agent tests",
+            "description": "Scripted conversations with expectations per turn, run against an "
+            "agent's draft or a version, and simulated conversations an LLM holds with it "
+            "(docs/testing-agents.md).",
+        },
+        {
+            "name": "Session tokens",
+            "description": "Short-lived, single-use tokens your server mints with its secret "
+            "key, so that a page opens one session of one agent without a publishable key "
+            "(`wss://HOST/v1/session?token=…`).",
+        },
+        {
+            "name": "Sessions",
+            "description": "Records of realtime sessions (transcript, per-turn latencies, "
+            "tool calls, usage), and ending a live one.",
+        },
+        {
+            "name": "Secrets",
+            "description": "Credentials of your own services, for tool handlers. Write-only: "
+            "a value is never shown again, and is sent only to the hosts its secret allows.",
+        },
+        {
+            "name": "Keys",
+            "description": "Publishable keys (`pk_…`, for web pages) and secret keys "
+            "(`sk_…`, for your servers and this API, with scopes). A key's plaintext is shown "
+            "once, when it is made.",
+        },
+        {
+            "name": "Usage",
+            "description": "What the workspace's sessions consumed, per day or per agent, "
+            "and its quotas.",
+        },
+        {
+            "name": "Knowledge bases",
+            "description": "Documents an agent answers from (PDF, Markdown, text, HTML, DOCX, "
+            "uploaded or fetched from a URL), indexed off the request, and searched with "
+            "full text and embeddings together. Agents cite the passages they were given.",
+        },
+        {
+            "name": "MCP servers",
+            "description": "Connections to the workspace's own MCP servers (streamable HTTP "
+            "or SSE), their tools listed through the egress guard; agents are given tools "
+            "by name. Credentials go in headers as secret references, sent only to the "
+            "secrets' allowed hosts.",
+        },
+        {
+            "name": "Phone",
+            "description": "Carrier accounts (Twilio, Telnyx) and the phone numbers your "
+            "agents answer, with the voice webhook URL to paste into the carrier's console.",
+        },
+        {
+            "name": "Retention",
+            "description": "How long the workspace keeps what its sessions said, zero "
+            "retention (keep nothing said) and redaction of stored transcripts.",
+        },
+        {
+            "name": "Audit events",
+            "description": "The workspace's audit log: who changed what, when, and from "
+            "which address.",
+        },
+    ],
 }
 
-# Product limits (all in the README's "Limits" table).
+# Product limits (all in docs/limits.md).
 SECRET_VALUE_MAX_BYTES = env_int("SECRET_VALUE_MAX_BYTES", 64 * 1024, minimum=1)
 SECRETS_PER_WORKSPACE_MAX = env_int("SECRETS_PER_WORKSPACE_MAX", 100, minimum=1)
 SESSION_LIMIT_PER_WORKSPACE = env_int("SESSION_LIMIT_PER_WORKSPACE", 20, minimum=1)
@@ -262,6 +395,9 @@ CONTEXT_NOTES_MAX = env_int("CONTEXT_NOTES_MAX", 20, minimum=0)  # per session
 # and audio at most this many times faster than it is spoken (10 s of it at once).
 WS_MESSAGES_PER_SECOND = env_int("WS_MESSAGES_PER_SECOND", 100, minimum=1)
 AUDIO_MAX_SPEED = env_float("AUDIO_MAX_SPEED", 2.0)
+# Bytes one socket may send, counted as they arrive (before anything buffers them): this
+# many KB a second (never less than twice the audio allowance), 4 s of it at once.
+WS_INBOUND_KB_PER_SECOND = env_int("WS_INBOUND_KB_PER_SECOND", 512, minimum=64)
 if not 1.0 <= AUDIO_MAX_SPEED <= 100.0:  # also refuses nan
     raise ImproperlyConfigured(f"AUDIO_MAX_SPEED must be from 1 to 100, got {AUDIO_MAX_SPEED}")
 # What one LLM request may carry (instructions, history, tools' results); the oldest turns
@@ -271,6 +407,35 @@ SESSION_IDLE_TIMEOUT_S = env_int("SESSION_IDLE_TIMEOUT_S", 300, minimum=5)
 SESSION_MAX_DURATION_S = env_int("SESSION_MAX_DURATION_S", 1800, minimum=10)
 SESSION_TOKEN_TTL_S = env_int("SESSION_TOKEN_TTL_S", 60, minimum=5)
 SESSION_TOKEN_TTL_MAX_S = 3600
+# Agent tests and simulations (docs/testing-agents.md): tests per agent, turns per test,
+# seconds a turn may take; simulations started at once, unfinished per workspace, turns each.
+AGENT_TESTS_MAX = env_int("AGENT_TESTS_MAX", 50, minimum=1)
+AGENT_TEST_TURNS_MAX = env_int("AGENT_TEST_TURNS_MAX", 20, minimum=1)
+AGENT_TEST_TURN_TIMEOUT_S = env_int("AGENT_TEST_TURN_TIMEOUT_S", 60, minimum=5)
+SIMULATIONS_PER_BATCH_MAX = env_int("SIMULATIONS_PER_BATCH_MAX", 10, minimum=1)
+SIMULATIONS_IN_FLIGHT_MAX = env_int("SIMULATIONS_IN_FLIGHT_MAX", 20, minimum=1)
+SIMULATION_TURNS_MAX = env_int("SIMULATION_TURNS_MAX", 20, minimum=1)
+# Unfinished test runs per workspace; seconds one reply_matches/tool_arguments pattern may
+# take (run in a child process, killed past it); minutes a run or simulation may stay
+# `running` before the sweep finishes it as an error.
+TEST_RUNS_IN_FLIGHT_MAX = env_int("TEST_RUNS_IN_FLIGHT_MAX", 5, minimum=1)
+AGENT_TEST_PATTERN_TIMEOUT_S = env_int("AGENT_TEST_PATTERN_TIMEOUT_S", 2, minimum=1)
+EVALS_STUCK_AFTER_MIN = env_int("EVALS_STUCK_AFTER_MIN", 120, minimum=10)
+# Phone calls (docs/phone.md): seconds a carrier has to open the media stream after its
+# webhook was answered, and how far a Telnyx signature's timestamp may be from now.
+PHONE_STREAM_TOKEN_TTL_S = env_int("PHONE_STREAM_TOKEN_TTL_S", 30, minimum=5)
+TELNYX_SIGNATURE_TOLERANCE_S = env_int("TELNYX_SIGNATURE_TOLERANCE_S", 300, minimum=5)
+# Calls a number answers a minute (a signed webhook over it is turned away as busy).
+INBOUND_CALLS_PER_MINUTE = env_int("INBOUND_CALLS_PER_MINUTE", 60, minimum=1)
+# Outbound calls: per workspace a minute; seconds the callee has to answer before the
+# stream's token expires; Twilio's and Telnyx's REST APIs (dialled through the egress
+# guard).
+OUTBOUND_CALLS_PER_MINUTE = env_int("OUTBOUND_CALLS_PER_MINUTE", 10, minimum=1)
+# Countries outbound calls may ring besides the calling number's own (ISO codes, or *).
+OUTBOUND_CALL_COUNTRIES = env_list("OUTBOUND_CALL_COUNTRIES", [])
+PHONE_OUTBOUND_TOKEN_TTL_S = env_int("PHONE_OUTBOUND_TOKEN_TTL_S", 120, minimum=30)
+TWILIO_API_URL = (env_str("TWILIO_API_URL") or "https://api.twilio.com").rstrip("/")
+TELNYX_API_URL = (env_str("TELNYX_API_URL") or "https://api.telnyx.com").rstrip("/")
 # REST API requests per secret key, and per address for requests without a valid key.
 API_REQUESTS_PER_MINUTE = env_int("API_REQUESTS_PER_MINUTE", 120, minimum=1)
 # Failed dashboard and admin logins, per account and per client address, in 15 minutes.
@@ -321,24 +486,28 @@ LOGGING = {
     "loggers": {
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # The MCP SDK logs what servers send (session ids that may echo a credential,
+        # unparsable bodies with their text) and what is sent (tool arguments: what the
+        # caller said): silenced; mcp_app logs its own fixed sentences instead.
+        "mcp": {"level": "CRITICAL", "propagate": False, "handlers": []},
     },
 }
 
 # Realtime sessions.
-LLM_BASE_URL = env_str("LLM_BASE_URL") or None
-LLM_API_KEY = env_secret("LLM_API_KEY")
-LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
-LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 30.0)
 STT_PROVIDER = env_str("STT_PROVIDER", "local")
 TTS_PROVIDER = env_str("TTS_PROVIDER", "local")
 STT_TIMEOUT_S = env_float("STT_TIMEOUT_S", 10.0)
 TTS_TIMEOUT_S = env_float("TTS_TIMEOUT_S", 10.0)
 # Pauses before each retry of a provider call that failed before producing anything
-# (README "Retries and fallbacks"); empty: no retries.
+# (docs/providers.md, "Retries and fallbacks"); empty: no retries.
 PROVIDER_RETRY_DELAYS_MS = env_int_list("PROVIDER_RETRY_DELAYS_MS", [200, 600])
+# Circuit breakers (docs/providers.md, "Circuit breakers"): failed calls in a row that make
+# a provider skipped for a workspace (0: never), and the pause between its probes.
+PROVIDER_BREAKER_FAILURES = env_int("PROVIDER_BREAKER_FAILURES", 3, minimum=0)
+PROVIDER_BREAKER_COOLDOWN_S = env_float("PROVIDER_BREAKER_COOLDOWN_S", 30.0)
 BARGE_IN_MIN_WORDS = env_int("BARGE_IN_MIN_WORDS", 1, minimum=0)
-# Each speech provider reads its own settings (ASSEMBLYAI_API_KEY, ORPHEUS_URL,
-# LOCAL_STT_END_SILENCE_MS…) in its module under sessions_app/providers/; the system
+# Each provider reads its own settings (LLM_BASE_URL, ASSEMBLYAI_API_KEY, ORPHEUS_URL,
+# LOCAL_STT_END_SILENCE_MS…) in its folder under engine/providers/; the system
 # checks (sessions_app/checks.py) refuse unknown names and bad values at start.
 # The scripted "fake" providers: only where this is on (the test suite turns it on).
 ALLOW_FAKE_PROVIDERS = env_bool("ALLOW_FAKE_PROVIDERS", False)
@@ -350,8 +519,12 @@ CLIENT_TOOL_TIMEOUT_S = env_float("CLIENT_TOOL_TIMEOUT_S", 10.0)
 CONFIGURE_TIMEOUT_S = env_float("CONFIGURE_TIMEOUT_S", 10.0)
 # Seconds a session waits for `resume` after an unclean disconnect.
 SESSION_RESUME_TTL = env_float("SESSION_RESUME_TTL", 120.0)
+# On SIGTERM a web process drains (realtime/drain.py): it exits once its sessions have moved
+# (browsers reconnect at once) or its phone calls ended, and after this many seconds at most.
+# The orchestrator's own kill timeout must be longer (docs/scaling.md, "Deploys").
+DRAIN_GRACE_S = env_float("DRAIN_GRACE_S", 60.0)
 
-# Tool sandbox (published in the README's "Sandbox limits").
+# Tool sandbox (published in docs/sandbox.md, "Sandbox limits").
 SANDBOX_WALL_TIME_S = env_float("SANDBOX_WALL_TIME_S", 30.0)
 # CPU per call: handlers saved with an agent, and code a browser sent (lower).
 SANDBOX_CPU_TIME_S = env_float("SANDBOX_CPU_TIME_S", 10.0)
@@ -360,6 +533,9 @@ SANDBOX_INLINE_CPU_TIME_S = env_float("SANDBOX_INLINE_CPU_TIME_S", 2.0)
 # started on demand; at most this many calls of one workspace run at once.
 SANDBOX_WORKERS = env_int("SANDBOX_WORKERS", 6, minimum=1)
 SANDBOX_WORKSPACE_CONCURRENCY = env_int("SANDBOX_WORKSPACE_CONCURRENCY", 4, minimum=1)
+# With Celery: calls queued or running at once, all workspaces together; set it to the
+# sandbox workers' processes (their --concurrency, summed over every worker).
+SANDBOX_QUEUE_SLOTS = env_int("SANDBOX_QUEUE_SLOTS", 6, minimum=1)
 # RLIMIT_DATA of each worker process (V8 needs about 640 MB of address space to start).
 SANDBOX_WORKER_MEMORY_BYTES = env_int("SANDBOX_WORKER_MEMORY_MB", 768, minimum=640) * 1024 * 1024
 SANDBOX_HEAP_BYTES = env_int("SANDBOX_HEAP_MB", 64, minimum=16) * 1024 * 1024
@@ -367,17 +543,82 @@ SANDBOX_MAX_FETCHES = env_int("SANDBOX_MAX_FETCHES", 50, minimum=0)
 SANDBOX_MAX_CONCURRENT_FETCHES = env_int("SANDBOX_MAX_CONCURRENT_FETCHES", 6, minimum=1)
 SANDBOX_MAX_RESULT_BYTES = env_int("SANDBOX_MAX_RESULT_BYTES", 64 * 1024, minimum=1024)
 SANDBOX_MAX_CONSOLE_BYTES = env_int("SANDBOX_MAX_CONSOLE_BYTES", 16 * 1024, minimum=0)
-SANDBOX_FETCH_MAX_BYTES = env_int("SANDBOX_FETCH_MAX_MB", 5, minimum=1) * 1024 * 1024
+SANDBOX_FETCH_MAX_BYTES = env_int("SANDBOX_FETCH_MAX_MB", 2, minimum=1) * 1024 * 1024
 SANDBOX_FETCH_MAX_REQUEST_BYTES = env_int("SANDBOX_FETCH_MAX_REQUEST_KB", 1024, minimum=1) * 1024
 SANDBOX_FETCH_TIMEOUT_S = env_float("SANDBOX_FETCH_TIMEOUT_S", 10.0)
-SANDBOX_EGRESS_PORTS = env_int_list("SANDBOX_EGRESS_PORTS", [80, 443])
-SANDBOX_EGRESS_ALLOW_PRIVATE = env_bool("SANDBOX_EGRESS_ALLOW_PRIVATE", False)
-if SANDBOX_EGRESS_ALLOW_PRIVATE and not DEBUG:
-    raise ImproperlyConfigured("SANDBOX_EGRESS_ALLOW_PRIVATE=true is refused when DEBUG=false")
+# Every URL the platform dials for a customer (ctx.fetch, webhooks, workspaces' provider
+# URLs) goes through one egress guard (egress/, core/outbound.py): public
+# addresses on these ports only. The development switch allows any address and port; it
+# is refused in production. The old names (SANDBOX_EGRESS_*) still work.
+EGRESS_PORTS = env_int_list(env_renamed("EGRESS_PORTS", "SANDBOX_EGRESS_PORTS"), [80, 443])
+DEV_ALLOW_PRIVATE_EGRESS = env_bool(
+    env_renamed("DEV_ALLOW_PRIVATE_EGRESS", "SANDBOX_EGRESS_ALLOW_PRIVATE"), False
+)
+if DEV_ALLOW_PRIVATE_EGRESS and not DEBUG:
+    raise ImproperlyConfigured(
+        "DEV_ALLOW_PRIVATE_EGRESS=true (or SANDBOX_EGRESS_ALLOW_PRIVATE) is for development "
+        "only: it is refused when DEBUG=false"
+    )
 
-# Post-call webhooks: delivered through the same egress guard as ctx.fetch (public addresses
-# and SANDBOX_EGRESS_PORTS only), retried with doubling delays for WEBHOOK_RETRY_WINDOW_S.
-WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 10.0)
+# Post-call webhooks: delivered through the same egress guard as ctx.fetch, retried with
+# doubling delays for WEBHOOK_RETRY_WINDOW_S.
+WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 5.0)
 WEBHOOK_RETRY_BASE_S = env_float("WEBHOOK_RETRY_BASE_S", 30.0)
 WEBHOOK_RETRY_MAX_S = env_float("WEBHOOK_RETRY_MAX_S", 3600.0)
 WEBHOOK_RETRY_WINDOW_S = env_float("WEBHOOK_RETRY_WINDOW_S", 24 * 3600.0)
+# Deliveries of one workspace in flight at once (across every webhook worker); one over the
+# cap is parked in Redis (never in the queue, never in a worker) until a slot is given back;
+# each webhook worker sweeps the parked ones every WEBHOOK_PARKED_SWEEP_S (lapsed slots).
+WEBHOOK_WORKSPACE_IN_FLIGHT = env_int("WEBHOOK_WORKSPACE_IN_FLIGHT", 4, minimum=1)
+WEBHOOK_PARKED_SWEEP_S = env_float("WEBHOOK_PARKED_SWEEP_S", 10.0)
+# An endpoint whose attempts failed this many times in a row is disabled (its owner mailed).
+WEBHOOK_DISABLE_AFTER_FAILURES = env_int("WEBHOOK_DISABLE_AFTER_FAILURES", 15, minimum=1)
+# A stored event body past this many bytes has its transcript cut (docs/webhooks.md).
+WEBHOOK_PAYLOAD_MAX_BYTES = env_int("WEBHOOK_PAYLOAD_MAX_BYTES", 256 * 1024, minimum=16 * 1024)
+
+# Knowledge bases (docs/knowledge.md, limits in docs/limits.md): what one document and one
+# workspace may hold, and the fences around parsing (a child process per document).
+KNOWLEDGE_DOCUMENT_MAX_BYTES = env_int("KNOWLEDGE_DOCUMENT_MAX_MB", 10, minimum=1) * 1024 * 1024
+KNOWLEDGE_DOCUMENT_MAX_CHARACTERS = env_int("KNOWLEDGE_DOCUMENT_MAX_CHARACTERS", 2_000_000)
+KNOWLEDGE_PDF_MAX_PAGES = env_int("KNOWLEDGE_PDF_MAX_PAGES", 500, minimum=1)
+KNOWLEDGE_PARSE_TIMEOUT_S = env_float("KNOWLEDGE_PARSE_TIMEOUT_S", 60.0)
+KNOWLEDGE_PARSE_MEMORY_MB = env_int("KNOWLEDGE_PARSE_MEMORY_MB", 1024, minimum=128)
+KNOWLEDGE_WORKSPACE_MAX_DOCUMENTS = env_int("KNOWLEDGE_WORKSPACE_MAX_DOCUMENTS", 1000)
+KNOWLEDGE_WORKSPACE_MAX_CHUNKS = env_int("KNOWLEDGE_WORKSPACE_MAX_CHUNKS", 20_000)
+KNOWLEDGE_WORKSPACE_MAX_BASES = env_int("KNOWLEDGE_WORKSPACE_MAX_BASES", 50)
+KNOWLEDGE_FETCH_TIMEOUT_S = env_float("KNOWLEDGE_FETCH_TIMEOUT_S", 20.0)
+KNOWLEDGE_WORKSPACE_MAX_BYTES = env_int("KNOWLEDGE_WORKSPACE_MAX_MB", 500, minimum=1) * 1024 * 1024
+# Documents of one workspace queued or being indexed at once (the rest parked: fairness on
+# the shared knowledge queue); a slot lapses after the TTL (a worker died holding it).
+KNOWLEDGE_WORKSPACE_IN_FLIGHT = env_int("KNOWLEDGE_WORKSPACE_IN_FLIGHT", 1, minimum=1)
+KNOWLEDGE_INDEX_SLOT_TTL_S = env_float("KNOWLEDGE_INDEX_SLOT_TTL_S", 1800.0)
+KNOWLEDGE_PARKED_SWEEP_S = env_float("KNOWLEDGE_PARKED_SWEEP_S", 30.0)
+# Searches: per workspace, over the REST API (a live session's searches are its turns'),
+# and questions of one workspace waiting for or on a web process's embedding thread.
+KNOWLEDGE_SEARCHES_PER_MINUTE = env_int("KNOWLEDGE_SEARCHES_PER_MINUTE", 60, minimum=1)
+KNOWLEDGE_WORKSPACE_SEARCH_CONCURRENCY = env_int(
+    "KNOWLEDGE_WORKSPACE_SEARCH_CONCURRENCY", 2, minimum=1
+)
+
+# Request bodies (platform_site/body_limit.py, docs/limits.md): refused with 413 before they
+# are held in memory; the upload routes take a document and its multipart wrapping.
+HTTP_BODY_MAX_BYTES = env_int("HTTP_BODY_MAX_KB", 1024, minimum=64) * 1024
+HTTP_UPLOAD_BODY_MAX_BYTES = KNOWLEDGE_DOCUMENT_MAX_BYTES + 1024 * 1024
+HTTP_UPLOAD_PATHS = (
+    r"/api/v1/knowledge-bases/[^/]+/documents",  # knowledge_app/urls.py
+    r"/w/[^/]+/knowledge/[^/]+/",  # frontend/dashboard/knowledge.py: a base's page
+)
+DATA_UPLOAD_MAX_MEMORY_SIZE = HTTP_BODY_MAX_BYTES  # Django's own check, for form and JSON bodies
+FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # an uploaded file past this waits on disk
+# The shortest refresh interval a URL document may have (docs/knowledge.md).
+KNOWLEDGE_REFRESH_MIN_HOURS = env_int("KNOWLEDGE_REFRESH_MIN_HOURS", 1, minimum=1)
+
+# MCP servers as tool sources (docs/mcp.md, limits in docs/limits.md).
+MCP_WORKSPACE_MAX_SERVERS = env_int("MCP_WORKSPACE_MAX_SERVERS", 20, minimum=1)
+MCP_SERVER_MAX_TOOLS = env_int("MCP_SERVER_MAX_TOOLS", 100, minimum=1)
+MCP_LIST_TIMEOUT_S = env_float("MCP_LIST_TIMEOUT_S", 10.0)
+# A refresh's whole tool list (names, descriptions, schemas), across its pages.
+MCP_LIST_MAX_BYTES = env_int("MCP_LIST_MAX_KB", 2048, minimum=64) * 1024
+MCP_TOOL_TIMEOUT_S = env_float("MCP_TOOL_TIMEOUT_S", 10.0)  # a call, unless the agent says
+MCP_TOOL_MAX_TIMEOUT_S = env_float("MCP_TOOL_MAX_TIMEOUT_S", 60.0)
+MCP_RESPONSE_MAX_BYTES = env_int("MCP_RESPONSE_MAX_KB", 1024, minimum=16) * 1024

@@ -14,6 +14,12 @@ urlpatterns = [
     path("api/v1/", include("secrets_app.urls")),
     path("api/v1/", include("sessions_app.urls")),
     path("api/v1/", include("usage_app.urls")),
+    path("api/v1/", include("postcall_app.urls")),
+    path("api/v1/", include("knowledge_app.urls")),
+    path("api/v1/", include("mcp_app.urls")),
+    path("api/v1/", include("telephony_app.urls")),
+    path("api/v1/", include("evals_app.urls")),
+    path("phone/", include("telephony_app.carrier_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file: no inline script for a CSP to block.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

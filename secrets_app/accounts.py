@@ -4,7 +4,7 @@ throttling, and TOTP two-factor (django-otp).
 Sign-up answers the same for a new and a known address (same page, same work: a password
 hash either way, one mail either way), so it never tells whether an account exists.
 Until the address is verified (the mailed link), an account cannot create API keys.
-Failed logins are counted per account and per client address (``platform_site.rates``);
+Failed logins are counted per account and per client address (``core.rates``);
 past either limit even the right password is refused until the window passes.
 """
 
@@ -21,7 +21,7 @@ from django.utils import timezone
 from django_otp import match_token, user_has_device
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from platform_site import rates
+from core import rates
 from secrets_app.models import User
 
 _VERIFY_SALT = "secrets_app.accounts.verify-email"

@@ -1,7 +1,9 @@
 """The audit log: who changed what, when, and from where, for a workspace's owners.
 
 Services write an event for every security-relevant change (keys, secrets, agents and
-their handlers, members, the workspace). The caller says who acts with an ``Actor``: the
+their handlers, members, the workspace) and for everything that moves data out or could
+(webhook endpoints and redeliveries, provider credentials and their connection tests,
+exports). The caller says who acts with an ``Actor``: the
 dashboard user, the API key, or ``SYSTEM`` (management commands, the platform itself).
 Events never hold secret values, key plaintexts or handler source, only what changed.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from secrets_app.models import ApiKey, AuditEvent, User, Workspace
 
@@ -37,7 +40,7 @@ SYSTEM = Actor()
 
 def actor_for_request(request: HttpRequest) -> Actor:
     """The person logged in to the dashboard, or the secret key of an API request."""
-    from platform_site.client_address import request_address
+    from core.client_address import request_address
 
     key = getattr(request, "auth", None)
     user = getattr(request, "user", None)
@@ -47,6 +50,19 @@ def actor_for_request(request: HttpRequest) -> Actor:
     if isinstance(user, User) and user.is_authenticated:
         return Actor(user=user, address=address)
     return Actor(address=address)
+
+
+def url_shown(url: str) -> str:
+    """Where a URL goes, for the log: scheme, host, port and path; never a user name,
+    password, query or fragment (where credentials may ride)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(not a URL)"
+    host = f"[{host}]" if ":" in host else host
+    return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
 
 
 def audit_record(

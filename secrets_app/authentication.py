@@ -9,8 +9,8 @@ from django.conf import settings
 from rest_framework import authentication, exceptions, permissions, throttling
 from rest_framework.request import Request
 
-from platform_site import rates
-from platform_site.client_address import request_address
+from core import rates
+from core.client_address import request_address
 from secrets_app import scopes, services
 from secrets_app.models import ApiKey, Workspace
 
@@ -56,16 +56,32 @@ class SecretKeyAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="api"'
 
 
+def operation_scope(view: Any, method: str) -> str | None:
+    """The scope an operation needs: every method a view answers names one in
+    ``view.scopes`` (HEAD is GET's). None: the method names none (OPTIONS only)."""
+    method = "GET" if method == "HEAD" else method
+    return dict(getattr(view, "scopes", {})).get(method)
+
+
 class HasWorkspace(permissions.BasePermission):
-    """A secret key, and the scope the view asks for this method (``view.scopes``)."""
+    """A secret key, and the scope the view names for this method (``view.scopes``).
+    An operation that names no scope is refused (OPTIONS aside): nothing is open by
+    omission."""
 
     message = "authenticate with 'Authorization: Bearer sk_…'"
 
     def has_permission(self, request: Request, view: Any) -> bool:
         if not isinstance(request.auth, ApiKey):
             return False
-        wanted = getattr(view, "scopes", {}).get(request.method)
-        if wanted is not None and not scopes.grants(request.auth.scopes, wanted):
+        method = request.method or ""
+        wanted = operation_scope(view, method)
+        if wanted is None:
+            if method == "OPTIONS" or not hasattr(view, method.lower()):
+                return True  # the metadata, or DRF's 405 for a method the view lacks
+            raise exceptions.PermissionDenied(
+                "this operation names no scope, so no key may call it", code="missing_scope"
+            )
+        if not scopes.grants(request.auth.scopes, wanted):
             raise exceptions.PermissionDenied(
                 f"this key lacks the scope {wanted!r}; create a key with it in the dashboard",
                 code="missing_scope",

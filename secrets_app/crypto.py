@@ -28,7 +28,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
-_KEY_ID = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_KEY_ID = re.compile(r"^[A-Za-z0-9_-]{1,32}\Z")
 _DEV_KEYRING_FILE = "secrets_keyring"
 
 

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
-_HOST = re.compile(rf"^(\*\.)?{_LABEL}(\.{_LABEL})*$")
+_HOST = re.compile(rf"^(\*\.)?{_LABEL}(\.{_LABEL})*\Z")
 
 
 def normalize_origin(value: str) -> str:
@@ -52,14 +52,3 @@ def normalize_host(value: str) -> str:
             "(use api.example.com or *.example.com, no scheme or path)"
         )
     return host
-
-
-def host_matches(allowed_hosts: list[str], host: str) -> bool:
-    host = host.lower().rstrip(".")
-    for pattern in allowed_hosts:
-        if pattern.startswith("*."):
-            if host.endswith(pattern[1:]) and host != pattern[2:]:
-                return True
-        elif host == pattern:
-            return True
-    return False

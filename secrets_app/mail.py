@@ -9,7 +9,7 @@ from typing import Any
 from celery import Task
 from django.db import close_old_connections
 
-from platform_site import backends
+from core import backends
 
 logger = logging.getLogger(__name__)
 

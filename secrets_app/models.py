@@ -9,6 +9,7 @@ from django.contrib.auth.models import AbstractUser, BaseUserManager
 from django.db import models
 from django.utils import timezone
 
+from engine.providers import registry
 from secrets_app.crypto import (
     provider_associated_data,
     secret_associated_data,
@@ -186,6 +187,14 @@ class Secret(models.Model):
         return secret_associated_data(workspace_id=self.workspace_id, name=self.name)
 
 
+def credential_kinds() -> list[tuple[str, str]]:
+    """An LLM connection, then each speech provider whose folder declares a credential kind
+    (``ProviderSpec.credential`` under ``engine/providers/``): a new one needs no edit here,
+    and no migration while its name fits ``kind``'s 12 characters."""
+    speech = [(spec.name, spec.credential_label) for spec in registry.credential_specs()]
+    return [(ProviderCredential.Kind.LLM, ProviderCredential.Kind.LLM.label), *speech]
+
+
 class ProviderCredential(models.Model):
     """A workspace's own account at a provider: an LLM endpoint or a speech provider's key.
 
@@ -195,16 +204,15 @@ class ProviderCredential(models.Model):
     """
 
     class Kind(models.TextChoices):
+        """The one kind that is not a speech provider's: the others are the names of the
+        providers whose folders declare a credential kind (``credential_kinds``)."""
+
         LLM = "llm", "LLM (OpenAI-compatible)"
-        ASSEMBLYAI = "assemblyai", "AssemblyAI speech-to-text"
-        ELEVENLABS = "elevenlabs", "ElevenLabs text-to-speech"
-        OPENAI = "openai", "OpenAI text-to-speech"
-        ORPHEUS = "orpheus", "Orpheus text-to-speech"
 
     workspace = models.ForeignKey(
         Workspace, on_delete=models.CASCADE, related_name="provider_credentials"
     )
-    kind = models.CharField(max_length=12, choices=Kind.choices)
+    kind = models.CharField(max_length=12, choices=credential_kinds)
     # LLM connections are named by the owner (agents choose by name); speech providers
     # are one per kind and named after it.
     name = models.CharField(max_length=64)

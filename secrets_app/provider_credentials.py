@@ -2,7 +2,8 @@
 
 An LLM connection is an OpenAI-compatible endpoint (base URL, model, key) that owners
 name, and agents choose by name; the oldest is the workspace's default. Speech
-providers are one per kind (AssemblyAI, ElevenLabs, OpenAI, Orpheus). Keys are sealed
+providers are one per kind: each provider whose folder declares a credential kind
+(``registry.credential_specs``). Keys are sealed
 like secrets, under their own label, and only ``provider_credentials_open`` (used when a
 session is built or a connection is tested) ever decrypts them.
 """
@@ -21,7 +22,9 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from platform_site.outbound import clean_outbound_url
+from core.outbound import clean_outbound_url
+from engine.providers import registry
+from secrets_app.audit import SYSTEM, Actor, audit_record, url_shown
 from secrets_app.models import ProviderCredential, Workspace
 from secrets_app.services import sealed_open, sealed_store
 from secrets_app.validators import validate_secret_value
@@ -29,8 +32,7 @@ from secrets_app.validators import validate_secret_value
 logger = logging.getLogger(__name__)
 
 Kind = ProviderCredential.Kind
-SPEECH_KINDS = (Kind.ASSEMBLYAI, Kind.ELEVENLABS, Kind.OPENAI, Kind.ORPHEUS)
-CONNECTION_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+CONNECTION_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?\Z")
 MODEL_MAX = 100
 
 
@@ -90,6 +92,11 @@ class ProviderNames:
 
     llms: list[str] = field(default_factory=list)  # oldest (the default) first
     speech: frozenset[str] = frozenset()  # speech kinds with the workspace's own key
+
+
+def speech_kinds() -> list[str]:
+    """The speech providers a workspace may store an account for, in the dashboard's order."""
+    return [spec.name for spec in registry.credential_specs()]
 
 
 def provider_names(*, workspace: Workspace) -> ProviderNames:
@@ -154,9 +161,25 @@ def _clean_url(value: str, *, schemes: tuple[str, ...], what: str) -> str:
         raise ValidationError({"base_url": error.messages}) from None
 
 
+def _audit_target(row: ProviderCredential) -> str:
+    return f"LLM connection {row.name}" if row.kind == Kind.LLM else row.get_kind_display()
+
+
+def _audited(row: ProviderCredential) -> dict[str, object]:
+    """What the log says of an account: where it points and which model, never its key."""
+    url = url_shown(row.base_url) if row.base_url else ""
+    return {"kind": row.kind, "name": row.name, "url": url, "model": row.model}
+
+
 @transaction.atomic
 def _save(
-    *, workspace: Workspace, kind: str, name: str, api_key: str | None, **fields: str
+    *,
+    workspace: Workspace,
+    kind: str,
+    name: str,
+    api_key: str | None,
+    actor: Actor,
+    **fields: str,
 ) -> ProviderCredential:
     """Create or update; a key left as None keeps the one already stored."""
     row = (
@@ -164,6 +187,7 @@ def _save(
         .filter(workspace=workspace, kind=kind, name=name)
         .first()
     ) or ProviderCredential(workspace=workspace, kind=kind, name=name)
+    created, before = row.pk is None, _audited(row)
     for attribute, value in fields.items():
         setattr(row, attribute, value)
     if api_key is not None:
@@ -176,6 +200,13 @@ def _save(
     except IntegrityError:
         raise ValidationError({"name": [f"A connection named {name} exists."]}) from None
     logger.info("provider credential saved: kind=%s workspace=%s", kind, workspace.pk)
+    after = _audited(row)
+    changed = {name: value for name, value in after.items() if created or before[name] != value}
+    audit_record(
+        workspace=workspace, actor=actor, target=_audit_target(row),
+        action="provider.created" if created else "provider.updated",
+        details={**changed, "key_saved": api_key is not None},
+    )  # fmt: skip
     return row
 
 
@@ -187,7 +218,13 @@ def _clean_model(model: str) -> str:
 
 
 def provider_llm_set(
-    *, workspace: Workspace, name: str, base_url: str, model: str, api_key: str | None = None
+    *,
+    workspace: Workspace,
+    name: str,
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    actor: Actor = SYSTEM,
 ) -> ProviderCredential:
     """An OpenAI-compatible LLM endpoint of the workspace (created, or updated by name)."""
     cleaners: dict[str, Callable[[], str | None]] = {
@@ -212,37 +249,59 @@ def provider_llm_set(
         api_key=cleaned["api_key"],
         base_url=cleaned["base_url"].rstrip("/"),
         model=cleaned["model"],
+        actor=actor,
     )
 
 
 def provider_speech_set(
-    *, workspace: Workspace, kind: str, api_key: str | None = None, url: str = ""
+    *,
+    workspace: Workspace,
+    kind: str,
+    api_key: str | None = None,
+    url: str = "",
+    actor: Actor = SYSTEM,
 ) -> ProviderCredential:
-    """A speech provider's key (and, for Orpheus, its WebSocket URL)."""
-    if kind not in SPEECH_KINDS:
-        raise ValidationError({"kind": [f"{kind!r} is not a speech provider."]})
+    """A speech provider's key (and, where its credential kind asks, its URL: Orpheus)."""
+    try:
+        account_url = registry.credential_spec(kind).credential_url
+    except registry.UnknownProvider:
+        raise ValidationError({"kind": [f"{kind!r} is not a speech provider."]}) from None
     key = _clean_key(api_key)
     exists = ProviderCredential.objects.filter(workspace=workspace, kind=kind).exists()
     if key is None and not exists:
         raise ValidationError({"api_key": ["Enter the provider's API key."]})
     base_url = ""
-    if kind == Kind.ORPHEUS:
-        base_url = _clean_url(url, schemes=("wss", "ws"), what="Orpheus URL")
-    return _save(workspace=workspace, kind=kind, name=kind, api_key=key, base_url=base_url)
+    if account_url is not None:
+        base_url = _clean_url(url, schemes=account_url.schemes, what=account_url.what)
+    return _save(
+        workspace=workspace, kind=kind, name=kind, api_key=key, base_url=base_url, actor=actor
+    )
 
 
-def provider_credential_delete(*, credential: ProviderCredential) -> None:
+def provider_credential_delete(*, credential: ProviderCredential, actor: Actor = SYSTEM) -> None:
+    shown = _audited(credential)
     credential.delete()
     logger.info(
         "provider credential deleted: kind=%s workspace=%s",
         credential.kind,
         credential.workspace_id,
     )
+    audit_record(
+        workspace=credential.workspace, actor=actor, action="provider.deleted",
+        target=_audit_target(credential), details=shown,
+    )  # fmt: skip
 
 
 def provider_credential_checked(
-    *, credential: ProviderCredential, ok: bool, message: str
+    *, credential: ProviderCredential, ok: bool, message: str, actor: Actor = SYSTEM
 ) -> ProviderCredential:
+    """Remember a connection test's outcome; the log says who tested which account, from
+    where, and whether it answered (not the words: a provider may quote anything)."""
+    audit_record(
+        workspace=credential.workspace, actor=actor, action="provider.tested",
+        target=_audit_target(credential),
+        details={**_audited(credential), "ok": ok},
+    )  # fmt: skip
     credential.checked_at, credential.check_ok = timezone.now(), ok
     credential.check_message = message[:500]
     ProviderCredential.objects.filter(

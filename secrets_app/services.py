@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
@@ -86,22 +86,82 @@ def _new_key_material(kind: str) -> tuple[str, dict[str, str]]:
     return plaintext, fields
 
 
+def _refuse_unverified(actor: Actor) -> None:
+    """A person makes keys (by creating, rolling, opening the playground) only once their
+    address is verified: a throwaway account never holds a working key."""
+    if actor.user is not None and actor.user.email_verified_at is None:
+        raise KeyRejected(
+            "verify your email address first (the link we mailed you); until then an "
+            "account cannot make keys",
+            code="email_unverified",
+        )
+
+
+def _locked(*keys: ApiKey | None) -> dict[int, ApiKey]:
+    """The keys read again and locked until the transaction ends, always in id order (two
+    requests locking the same two keys in opposite orders would deadlock)."""
+    ids = {key.pk for key in keys if key is not None}
+    rows = ApiKey.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+    return {row.pk: row for row in rows}
+
+
+def _acting_key(actor: Actor, locked: dict[int, ApiKey]) -> ApiKey | None:
+    """The key that acts, read under its lock (``locked``): a key revoked, expired or
+    narrowed a moment ago acts with what it holds now. None: a person (they hold all)."""
+    if actor.key is None:
+        return None
+    acting = locked.get(actor.key.pk)
+    if acting is None or acting.status() != "active":
+        raise KeyRejected("unknown, revoked or expired API key", code="invalid_key")
+    if not key_scopes.grants(acting.scopes, "keys"):
+        raise KeyRejected("this key has no 'keys' scope", code="missing_scope")
+    return acting
+
+
+def _refuse_wider_targets(actor: Actor, targets: list[ApiKey], locked: dict[int, ApiKey]) -> None:
+    """A key changes, rolls or revokes another key only if it holds every scope that key
+    holds: a leaked ``keys``-only key cannot narrow or disable the keys that do the work.
+    A key may always act on itself (narrow it, revoke it), but not on the keys it made
+    that are wider than it is now (revoking itself would take those down too)."""
+    acting = _acting_key(actor, locked)
+    if acting is None:
+        return
+    others = [key for key in targets if key.pk != acting.pk]
+    held = [scope for key in others for scope in key.scopes]
+    lacking = key_scopes.beyond(acting.scopes, key_scopes.clean_scopes(held))
+    if lacking:
+        wider = [key.display for key in others if key_scopes.beyond(acting.scopes, key.scopes)]
+        raise KeyRejected(
+            f"{', '.join(wider)} would be changed or revoked and holds more than this key: a "
+            "key can only change, roll or revoke keys whose scopes it holds itself; this key "
+            f"lacks {', '.join(lacking)}",
+            code="missing_scope",
+        )
+
+
+def _refuse_beyond_actor(actor: Actor, wanted: list[str], locked: dict[int, ApiKey]) -> None:
+    """A key can only hand on scopes it holds itself (people in the dashboard hold all)."""
+    acting = _acting_key(actor, locked)
+    if acting is None:
+        return
+    beyond = key_scopes.beyond(acting.scopes, wanted)
+    if beyond:
+        raise KeyRejected(
+            f"a key can only give scopes it holds itself; this key lacks {', '.join(beyond)}",
+            code="missing_scope",
+        )
+
+
 def _key_scopes(kind: str, wanted: list[str] | None, actor: Actor) -> list[str]:
-    """A secret key's scopes; a key that makes a key can only hand on scopes it has."""
-    if kind != ApiKey.Kind.SECRET:
-        return []
-    chosen = key_scopes.clean_scopes(key_scopes.DEFAULT if wanted is None else wanted)
-    if actor.key is not None:
-        if not key_scopes.grants(actor.key.scopes, "keys"):
-            raise KeyRejected("this key has no 'keys' scope", code="missing_scope")
-        beyond = [scope for scope in chosen if not key_scopes.grants(actor.key.scopes, scope)]
-        if beyond:
-            raise ValidationError(
-                {"scopes": f"a key can only grant scopes it has itself; not {', '.join(beyond)}"}
-            )
+    """A new key's scopes (publishable keys: none), checked against the acting key's."""
+    chosen: list[str] = []
+    if kind == ApiKey.Kind.SECRET:
+        chosen = key_scopes.clean_scopes(key_scopes.DEFAULT if wanted is None else wanted)
+    _refuse_beyond_actor(actor, chosen, _locked(actor.key))
     return chosen
 
 
+@transaction.atomic
 def api_key_create(
     *,
     workspace: Workspace,
@@ -116,7 +176,9 @@ def api_key_create(
     expires_at: datetime | None = None,
     actor: Actor = SYSTEM,
 ) -> tuple[ApiKey, str]:
-    """Create a key; returns it with its plaintext, which is never available again."""
+    """Create a key; returns it with its plaintext, which is never available again.
+    KeyRejected: the acting person is unverified, or the acting key may not make it."""
+    _refuse_unverified(actor)
     key, plaintext = _api_key_make(
         workspace=workspace,
         kind=kind,
@@ -164,6 +226,7 @@ def _api_key_make(
 ) -> tuple[ApiKey, str]:
     if kind not in KEY_PREFIXES:
         raise ValueError(f"unknown key kind {kind!r}")
+    _refuse_unverified(actor)
     publishable = kind == ApiKey.Kind.PUBLISHABLE
     plaintext, material = _new_key_material(kind)
     key = ApiKey.objects.create(
@@ -186,6 +249,7 @@ def _api_key_make(
     return key, plaintext
 
 
+@transaction.atomic
 def api_key_update(
     *,
     key: ApiKey,
@@ -198,6 +262,13 @@ def api_key_update(
     scopes: list[str] | None = None,
     actor: Actor = SYSTEM,
 ) -> ApiKey:
+    """Change a key's settings. KeyRejected: the acting key may not (scopes it lacks)."""
+    locked = _locked(key, actor.key)
+    key = locked[key.pk]
+    secret = key.kind == ApiKey.Kind.SECRET
+    wanted = key_scopes.clean_scopes(scopes) if secret and scopes is not None else None
+    _refuse_wider_targets(actor, [key], locked)
+    _refuse_beyond_actor(actor, wanted or [], locked)
     before = _key_settings(key)
     if label is not None:
         key.label = label
@@ -213,8 +284,8 @@ def api_key_update(
         ):
             if value is not None:
                 setattr(key, name, value)
-    elif scopes is not None:
-        key.scopes = _key_scopes(key.kind, scopes, actor)
+    elif wanted is not None:
+        key.scopes = wanted
     key.save()
     after = _key_settings(key)
     changed = {name: after[name] for name in after if after[name] != before[name]}
@@ -229,13 +300,17 @@ def api_key_update(
 PLAYGROUND_KEY_LABEL = "Dashboard playground"
 
 
-def api_key_for_playground(*, workspace: Workspace, origin: str) -> ApiKey:
+@transaction.atomic
+def api_key_for_playground(*, workspace: Workspace, origin: str, actor: Actor) -> ApiKey:
     """The publishable key the dashboard's playground talks with.
 
     Made on first use, per dashboard origin: it works from that origin only, for saved
-    agents only (no inline config), so it is worthless anywhere else.
+    agents only (no inline config), so it is worthless anywhere else. KeyRejected: the
+    person is unverified (they get no key, not even one made before).
     """
+    _refuse_unverified(actor)
     origin = clean_origins([origin])[0]
+    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()  # one maker at once
     candidates = ApiKey.objects.filter(
         workspace=workspace, kind=ApiKey.Kind.PUBLISHABLE, label=PLAYGROUND_KEY_LABEL
     )
@@ -247,6 +322,7 @@ def api_key_for_playground(*, workspace: Workspace, origin: str) -> ApiKey:
         kind=ApiKey.Kind.PUBLISHABLE,
         label=PLAYGROUND_KEY_LABEL,
         allowed_origins=[origin],
+        actor=actor,
     )
     return key
 
@@ -255,12 +331,17 @@ def api_key_for_playground(*, workspace: Workspace, origin: str) -> ApiKey:
 def api_key_roll(
     *, key: ApiKey, expires_at: datetime | None = None, actor: Actor = SYSTEM
 ) -> tuple[ApiKey, str]:
-    """Replace a key: same settings, new plaintext; the old key works until ``expires_at``."""
-    old = ApiKey.objects.select_for_update().get(pk=key.pk, workspace_id=key.workspace_id)
+    """Replace a key: same settings, new plaintext; the old key works until ``expires_at``.
+
+    KeyRejected: the key is not active, the person is unverified, or the acting key does
+    not hold every scope of the key it rolls (a successor never holds more than its maker).
+    """
+    _refuse_unverified(actor)
+    locked = _locked(key, actor.key)
+    old = locked[key.pk]
+    _refuse_beyond_actor(actor, list(old.scopes), locked)
     if old.status() != "active":
         raise KeyRejected("only an active key can be rolled", code="key_inactive")
-    if actor.key is not None and not key_scopes.grants(actor.key.scopes, "keys"):
-        raise KeyRejected("this key has no 'keys' scope", code="missing_scope")
     now = timezone.now()
     old.expires_at = max(expires_at, now) if expires_at is not None else now
     old.save(update_fields=["expires_at"])
@@ -288,13 +369,47 @@ def api_key_roll(
 
 @transaction.atomic
 def api_key_revoke(*, key: ApiKey, actor: Actor = SYSTEM) -> ApiKey:
-    """Revoke a key and every key it made (recursively); their live sessions end."""
-    revoked = _revoke_tree(key, timezone.now())
+    """Revoke a key and every key it made (recursively); their live sessions end.
+
+    KeyRejected: the acting key lacks a scope of a key this would revoke (itself aside)."""
+    locked = _locked(key, actor.key)
+    tree = _key_tree(locked[key.pk])
+    live = [each for each in tree if each.revoked_at is None]  # itself aside (below)
+    _refuse_wider_targets(actor, live, locked)
+    return _revoke_announced(key, tree, actor)
+
+
+def line_key_create(*, workspace: Workspace, label: str, agent: str, actor: Actor) -> ApiKey:
+    """A phone number's own key: publishable, for session tokens of one agent only, no
+    scopes. Whoever may manage numbers makes it with the number (no 'keys' scope needed:
+    it can do nothing its number cannot); no key is its maker, so revoking the key that
+    added the number leaves the line answering. The audit row names the actor."""
+    key, _ = _api_key_make(
+        workspace=workspace, kind=ApiKey.Kind.PUBLISHABLE, label=label, allowed_origins=None,
+        allowed_agents=[agent], allow_inline_config=False, allow_inline_tool_code=False,
+        tokens_only=True, scopes=[], expires_at=None, actor=replace(actor, key=None),
+    )  # fmt: skip
+    audit_record(
+        workspace=workspace, actor=actor, action="key.created", target=key.display,
+        details=_key_settings(key),
+    )  # fmt: skip
+    return key
+
+
+def line_key_revoke(*, key: ApiKey, actor: Actor) -> ApiKey:
+    """Revoke a phone number's own key with the number (see ``line_key_create``)."""
+    if not key.tokens_only or key.scopes:
+        raise ValueError("only a number's own key is revoked this way")
+    return _revoke_announced(key, [_locked(key)[key.pk]], actor)
+
+
+def _revoke_announced(key: ApiKey, tree: list[ApiKey], actor: Actor) -> ApiKey:
+    revoked = _revoke(tree, timezone.now())
     for each in revoked:
         logger.info("api key revoked: id=%s workspace=%s", each.pk, each.workspace_id)
         audit_record(
             workspace=each.workspace, actor=actor, action="key.revoked", target=each.display,
-            details={} if each is key else {"because": f"made by {key.display}"},
+            details={} if each.pk == key.pk else {"because": f"made by {key.display}"},
         )  # fmt: skip
     for each in revoked:
         transaction.on_commit(partial(api_key_disabled.send, ApiKey, key=each, at=None))
@@ -302,8 +417,9 @@ def api_key_revoke(*, key: ApiKey, actor: Actor = SYSTEM) -> ApiKey:
     return key
 
 
-def _revoke_tree(key: ApiKey, now: datetime) -> list[ApiKey]:
-    revoked: list[ApiKey] = []
+def _key_tree(key: ApiKey) -> list[ApiKey]:
+    """``key`` and every key it made, and the keys those made."""
+    tree: list[ApiKey] = []
     pending = [key]
     seen: set[int] = set()
     while pending:
@@ -311,15 +427,22 @@ def _revoke_tree(key: ApiKey, now: datetime) -> list[ApiKey]:
         if current.pk in seen:
             continue
         seen.add(current.pk)
+        tree.append(current)
+        pending += list(
+            ApiKey.objects.filter(workspace_id=key.workspace_id, created_by_key=current)
+        )
+    return tree
+
+
+def _revoke(tree: list[ApiKey], now: datetime) -> list[ApiKey]:
+    revoked: list[ApiKey] = []
+    for current in tree:
         if current.revoked_at is None:
-            ApiKey.objects.filter(pk=current.pk, workspace_id=key.workspace_id).update(
+            ApiKey.objects.filter(pk=current.pk, workspace_id=current.workspace_id).update(
                 revoked_at=now
             )
             current.revoked_at = now
             revoked.append(current)
-        pending += list(
-            ApiKey.objects.filter(workspace_id=key.workspace_id, created_by_key=current)
-        )
     return revoked
 
 
@@ -328,12 +451,17 @@ def api_key_authenticate(*, plaintext: str, kind: str) -> ApiKey:
     if not plaintext:
         raise KeyRejected("an API key is required", code="missing_key")
     key = (
-        ApiKey.objects.select_related("workspace")
+        ApiKey.objects.select_related("workspace", "created_by")
         .filter(key_hash=crypto.api_key_hash(plaintext))
         .first()
     )
     if key is None or key.status() != "active":
         raise KeyRejected("unknown, revoked or expired API key", code="invalid_key")
+    if key.created_by is not None and key.created_by.email_verified_at is None:
+        # Made by an unverified person (before every path refused them): never usable.
+        raise KeyRejected(
+            "this key's creator has not verified their email address", code="invalid_key"
+        )
     if key.kind != kind:
         if kind == ApiKey.Kind.SECRET:
             raise KeyRejected(

@@ -10,8 +10,8 @@ from django.core.exceptions import ValidationError
 
 from secrets_app.hosts import normalize_host, normalize_origin
 
-SECRET_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
-AGENT_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+SECRET_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}\Z")
+AGENT_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?\Z")
 MAX_LIST_ITEMS = 50
 
 

@@ -14,8 +14,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from pydantic import ValidationError as PydanticError
 
-from sessions_app import protocol
-from tools_app.schema import SchemaError, to_json_schema
+from engine import protocol
+from engine.tools.schema import SchemaError, to_json_schema
 from tools_app.services import handler_check
 
 

@@ -8,9 +8,10 @@ class SessionsAppConfig(AppConfig):
     verbose_name = "Agents and sessions"
 
     def ready(self) -> None:
-        from secrets_app.signals import api_key_disabled
-        from sessions_app import checks, control
+        from django.db.models.signals import post_save
+
+        from sessions_app import checks, versions
+        from sessions_app.models import Agent
 
         checks.register()
-
-        api_key_disabled.connect(control.on_api_key_disabled, dispatch_uid="end-key-sessions")
+        post_save.connect(versions.on_agent_saved, sender=Agent, dispatch_uid="agent-publish")

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from sessions_app.providers import registry
+from engine.providers import registry
 
 TAG = "providers"
 _CHOSEN_BY: tuple[tuple[str, registry.Kind], ...] = (
@@ -44,7 +44,7 @@ def _chosen(setting: str, kind: registry.Kind) -> list[checks.CheckMessage]:
 def _settings_values() -> list[checks.CheckMessage]:
     return [
         checks.Error(problem, id="sessions.E003")
-        for kind in ("stt", "tts")
+        for kind in ("stt", "llm", "tts")
         for spec in registry.specs(kind)
         for problem in spec.problems()
     ]

@@ -44,7 +44,7 @@ def session_list(
     origin_contains: str = "",
 ) -> QuerySet[Session]:
     """Newest first. ``agent="inline"``: sessions configured by the browser, not an agent."""
-    sessions = Session.objects.filter(workspace=workspace).select_related("agent")
+    sessions = Session.objects.filter(workspace=workspace).select_related("agent", "agent_version")
     if agent == INLINE_CONFIG:
         sessions = sessions.filter(agent__isnull=True)
     elif agent is not None:
@@ -68,7 +68,7 @@ _STATUS: dict[str, Q] = {
 
 def session_get(*, workspace: Workspace, public_id: str) -> Session:
     return get_object_or_404(
-        Session.objects.select_related("agent", "api_key").prefetch_related(
+        Session.objects.select_related("agent", "agent_version", "api_key").prefetch_related(
             "transcript", "turns", "tool_calls"
         ),
         workspace=workspace,

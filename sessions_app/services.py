@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -11,32 +12,38 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, ProtectedError, RestrictedError
 from django.utils import timezone
 from pydantic import ValidationError as PydanticError
 
+from egress.secret_refs import SecretBinding
+from engine import protocol
+from engine.providers import registry
+from engine.providers.base import TTS
 from secrets_app import crypto
 from secrets_app.audit import SYSTEM, Actor, audit_record
 from secrets_app.models import ApiKey, Workspace
 from secrets_app.provider_credentials import (
     MODEL_MAX,
-    WorkspaceProviders,
     llm_connection_names,
     provider_names,
 )
-from sessions_app import protocol, workspace_providers
+from secrets_app.validators import clean_origins
+from sessions_app import privacy, versions, workspace_providers
 from sessions_app.agent_tools import agent_tools_check
+from sessions_app.agent_warnings import speech_usable
+from sessions_app.analysis_settings import analysis_settings_clean
 from sessions_app.models import (
     Agent,
+    AgentVersion,
     Session,
+    SessionError,
     SessionToken,
     ToolCallRecord,
     TranscriptEntry,
     TurnRecord,
 )
-from sessions_app.providers import registry
-from sessions_app.providers.base import TTS
-from tools_app.secret_refs import SecretBinding
+from sessions_app.scrubbing import Credential, Scrubber
 from tools_app.services import scrub, secret_bindings
 
 TOOL_TEXT_MAX_BYTES = 4096  # per stored argument/result/error text
@@ -45,8 +52,12 @@ _TRUNCATED = " … [truncated]"
 AGENT_FIELDS = (
     "name", "slug", "instructions", "greeting", "voice", "mode",
     "llm_model", "llm_provider", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
-    "idle_timeout_s", "max_session_s", "llm_fallbacks", "tts_fallbacks",
+    "language",
+    "idle_timeout_s", "max_session_s", "llm_fallbacks", "tts_fallbacks", "zero_retention",
+    "analysis", "tool_filler", "tool_filler_after_ms", "knowledge_timeout_ms",
 )  # fmt: skip
+# How saves reach sessions (docs/versions.md), settable beside the fields above.
+VERSIONING_FIELDS = ("drafts", "require_tests")
 FALLBACKS_MAX = 3  # per kind: each one is a further wait before the user hears anything
 
 
@@ -155,7 +166,7 @@ def _llm_fallback(value: Any, index: int, names: list[str]) -> dict[str, str]:
     if connection and connection not in names:
         known = ", ".join(names) or "none yet (add one under Providers)"
         raise refuse(f"no LLM connection named {connection[:64]!r}; its connections: {known}")
-    if not connection and not names and not settings.LLM_BASE_URL:
+    if not connection and not names and not workspace_providers.platform_llm():
         raise refuse("this workspace has no LLM connection to fall back to")
     if len(model) > MODEL_MAX or "\x00" in model:
         raise refuse(f"a model name has at most {MODEL_MAX} characters")
@@ -176,15 +187,6 @@ def _check_llm_fallbacks(agent: Agent) -> None:
             ]})  # fmt: skip
         seen.add(key)
     agent.llm_fallbacks = cleaned
-
-
-def _speech_usable(name: str, own_keys: frozenset[str]) -> bool:
-    """A speech provider the workspace can use: its own key, the platform's, or none needed."""
-    if name in own_keys:
-        return True
-    options = workspace_providers.speech_options("tts", name, WorkspaceProviders())
-    needs = [options[k] for k in ("url", "api_key") if k in options]
-    return not needs or any(needs)
 
 
 def _tts_sample_rate(name: str) -> int | None:
@@ -209,7 +211,7 @@ def _check_tts_fallbacks(agent: Agent) -> None:
             problem = "the same provider as the agent's or an earlier fallback"
         elif _tts_sample_rate(name) != rate:
             problem = f"speaks at another sample rate than {primary!r}"
-        elif not _speech_usable(name, own_keys):
+        elif not speech_usable("tts", name, own_keys):
             problem = "has no key, neither this workspace's (Providers) nor the platform's"
         if problem is not None:
             raise ValidationError({"tts_fallbacks": [f"tts_fallbacks[{index}]: {problem}"]})
@@ -217,14 +219,16 @@ def _check_tts_fallbacks(agent: Agent) -> None:
 
 
 def _save(agent: Agent) -> Agent:
+    agent.drafts = agent.drafts or agent.require_tests  # tests gate Publish, not every save
     agent.vocabulary = agent_vocabulary_clean(agent.vocabulary)
+    agent.analysis = analysis_settings_clean(agent.analysis)
     _check_speech_providers(agent)
     _check_voice(agent)
     _check_llm_provider(agent)
     _check_llm_fallbacks(agent)
     _check_tts_fallbacks(agent)
     try:
-        with transaction.atomic():
+        with transaction.atomic(), versions.published_by_caller():
             agent.save()
     except IntegrityError:
         raise ValidationError(
@@ -259,12 +263,13 @@ def agent_create(
     actor: Actor = SYSTEM,
     **fields: Any,
 ) -> Agent:
-    unknown = set(fields) - set(AGENT_FIELDS)
+    unknown = set(fields) - set(AGENT_FIELDS) - set(VERSIONING_FIELDS)
     if unknown:
         raise TypeError(f"unknown agent fields: {sorted(unknown)}")
     cleaned = agent_tools_clean(tools or [], reads_secrets=reads_secrets)
     agent = _save(Agent(workspace=workspace, tools=cleaned, **fields))
     _audit_agent(agent, actor, "agent.created", {})
+    versions.agent_changed(agent=agent, actor=actor)
     return agent
 
 
@@ -277,8 +282,9 @@ def agent_update(
     **fields: Any,
 ) -> Agent:
     before = _handler_hashes(agent.tools)
+    gated = Agent.objects.filter(pk=agent.pk, require_tests=True).exists()
     for name, value in fields.items():
-        if name not in AGENT_FIELDS:
+        if name not in AGENT_FIELDS and name not in VERSIONING_FIELDS:
             raise TypeError(f"unknown agent field {name!r}")
         setattr(agent, name, value)
     if tools is not None:
@@ -286,14 +292,39 @@ def agent_update(
     agent.updated_at = timezone.now()
     agent = _save(agent)
     _audit_agent(agent, actor, "agent.updated", before)
+    if not gated:  # an agent that required tests is published only by Publish
+        versions.agent_changed(agent=agent, actor=actor)
     return agent
 
 
+class AgentInUse(Exception):
+    """The agent still answers something (a phone number) that must be moved first."""
+
+
 def agent_delete(*, agent: Agent, actor: Actor = SYSTEM) -> None:
+    """AgentInUse: something still points at the agent (a phone number answered by it):
+    deleting the agent must not delete what its deleter may not manage."""
     before = _handler_hashes(agent.tools)
-    agent.tools = []
-    _audit_agent(agent, actor, "agent.deleted", before)
-    agent.delete()
+    with transaction.atomic():
+        try:
+            Agent.objects.filter(pk=agent.pk).delete()
+        except (ProtectedError, RestrictedError) as refused:
+            raise AgentInUse(_in_use(refused)) from None
+        agent.tools = []
+        _audit_agent(agent, actor, "agent.deleted", before)
+
+
+def _in_use(refused: ProtectedError | RestrictedError) -> str:
+    users = (
+        refused.restricted_objects
+        if isinstance(refused, RestrictedError)
+        else refused.protected_objects
+    )
+    named: dict[str, list[str]] = {}
+    for each in users:
+        named.setdefault(str(each._meta.verbose_name_plural), []).append(str(each))
+    uses = "; ".join(f"{kind} {', '.join(sorted(names)[:5])}" for kind, names in named.items())
+    return f"this agent still answers {uses}: move them to another agent or remove them first"
 
 
 # ---------------------------------------------------------------- session records
@@ -301,22 +332,34 @@ def agent_delete(*, agent: Agent, actor: Actor = SYSTEM) -> None:
 
 def session_record_start(
     *, session_id: str, workspace: Workspace, api_key: ApiKey, origin: str, mode: str,
-    agent: Agent | None, end_user: str = "",
+    agent: Agent | None, end_user: str = "", agent_version: AgentVersion | None = None,
 ) -> Session:  # fmt: skip
+    kept = privacy.session_privacy(workspace=workspace, agent=agent)
     return Session.objects.create(
         public_id=uuid.UUID(hex=session_id),
         workspace=workspace,
         api_key=api_key,
         agent=agent,
+        agent_version=agent_version,
         origin=_no_nul(origin[:255]),
         end_user=end_user,
         mode=mode,
+        zero_retention=kept.zero_retention,
+        redacted=kept.redacted,
     )
 
 
+def _transcript_text(session: Session, text: str) -> str:
+    return _no_nul(privacy.redact(text) if session.redacted else text)
+
+
 def session_record_append(*, session: Session, entries: list[tuple[str, str]]) -> None:
+    """Add to the transcript, unless the session keeps nothing said (zero retention)."""
+    if session.zero_retention:
+        return
     TranscriptEntry.objects.bulk_create(
-        TranscriptEntry(session=session, role=role, text=_no_nul(text)) for role, text in entries
+        TranscriptEntry(session=session, role=role, text=_transcript_text(session, text))
+        for role, text in entries
     )
 
 
@@ -342,11 +385,11 @@ def session_record_tool_log(
     session = Session.objects.filter(
         workspace_id=workspace_id, public_id=uuid.UUID(hex=session_id)
     ).first()
-    if session is not None:
+    if session is not None and not session.zero_retention:
         TranscriptEntry.objects.create(
             session=session,
             role=TranscriptEntry.Role.TOOL,
-            text=f"{tool_name} console:\n{console.rstrip()}",
+            text=_transcript_text(session, f"{tool_name} console:\n{console.rstrip()}"),
         )
 
 
@@ -361,6 +404,8 @@ def session_record_tool_call(
     empty. Arguments of other calls (written by the model) and client tool results (sent
     by the browser) are masked here with the workspace's secrets (None: loaded here).
     """
+    if session.zero_retention:  # which tool, how it ended, how long: nothing it was told
+        arguments, result, error, bindings = {}, None, None, []
     if bindings is None:
         bindings = secret_bindings(workspace_id=session.workspace_id)
     return ToolCallRecord.objects.create(
@@ -404,6 +449,24 @@ def _capped(text: str) -> str:
     return encoded[:room].decode(errors="ignore") + _TRUNCATED
 
 
+SESSION_ERRORS_KEPT = 50  # per session: a provider down for a whole session repeats itself
+ERROR_DETAIL_MAX = 2000
+
+
+def session_record_error(
+    *, session: Session, code: str, detail: str, bindings: list[SecretBinding]
+) -> None:
+    """Keep a provider failure's detail, up to ``SESSION_ERRORS_KEPT``: its keys already
+    masked by the session's scrubber, the workspace's secrets (``bindings``) masked here by
+    the same scrubber."""
+    if SessionError.objects.filter(session=session).count() >= SESSION_ERRORS_KEPT:
+        return
+    scrub = Scrubber(Credential(b.value, f"[secret {b.name}]") for b in bindings)
+    # A provider's answer may quote what was said: under zero retention, the code only.
+    kept = "" if session.zero_retention else _no_nul(scrub(detail)[:ERROR_DETAIL_MAX])
+    SessionError.objects.create(session=session, code=code[:40], detail=kept)
+
+
 def session_record_end(*, session: Session, close_code: int | None) -> None:
     Session.objects.filter(pk=session.pk, workspace_id=session.workspace_id).update(
         ended_at=timezone.now(), close_code=close_code
@@ -435,29 +498,68 @@ def _token_variables(variables: dict[str, Any]) -> dict[str, str]:
     return dict(message.variables or {})
 
 
+def _token_page_variables(names: list[Any], fixed: dict[str, str]) -> list[str]:
+    """The variables a token's page may set: names as `configure` spells them, none that
+    the token fixes itself."""
+    if not isinstance(names, list) or len(names) > protocol.VARIABLES_MAX:
+        raise ValidationError({"page_variables": [f"at most {protocol.VARIABLES_MAX} names"]})
+    wrong = [
+        n for n in names if not isinstance(n, str) or not re.fullmatch(protocol.NAME_PATTERN, n)
+    ]
+    if wrong:
+        raise ValidationError({"page_variables": [f"not a variable name: {str(wrong[0])[:64]!r}"]})
+    both = sorted(set(names) & set(fixed))
+    if both:
+        raise ValidationError(
+            {"page_variables": [f"fixed in variables, so the page cannot set: {', '.join(both)}"]}
+        )
+    return sorted(set(names))
+
+
 def session_token_create(
     *,
     workspace: Workspace,
     agent: Agent,
     created_by_key: ApiKey,
     variables: dict[str, Any] | None = None,
+    page_variables: list[str] | None = None,
     end_user: str = "",
+    origin: str = "",
     ttl_s: int = 60,
+    agent_version: AgentVersion | None = None,
 ) -> tuple[SessionToken, str]:
-    """A single-use token for one session of ``agent``; the plaintext is never stored."""
+    """A single-use token for one session of ``agent`` (from ``origin`` only, if given);
+    the page sets no variable but ``page_variables``. The plaintext is never stored."""
+    if origin:
+        try:
+            origin = clean_origins([origin])[0]
+        except ValidationError as error:
+            raise ValidationError({"origin": error.messages}) from None
+    fixed = _token_variables(variables or {})
     plaintext = SESSION_TOKEN_PREFIX + crypto.random_token(SESSION_TOKEN_LENGTH)
     now = timezone.now()
     token = SessionToken.objects.create(
         workspace=workspace,
         agent=agent,
+        agent_version=agent_version,
         token_hash=crypto.token_digest(plaintext),
         created_by_key=created_by_key,
-        variables=_token_variables(variables or {}),
+        variables=fixed,
+        page_variables=_token_page_variables(page_variables or [], fixed),
         end_user=_no_nul(end_user),
+        origin=origin,
         created_at=now,
         expires_at=now + timedelta(seconds=ttl_s),
     )
     return token, plaintext
+
+
+def session_tokens_expired_delete(*, older_than: timedelta) -> int:
+    """Forget tokens that expired more than ``older_than`` ago (used or not): nothing can
+    redeem them, and a workspace minting many (a phone number's calls) leaves no pile."""
+    cutoff = timezone.now() - older_than
+    deleted, _ = SessionToken.objects.filter(expires_at__lt=cutoff).delete()
+    return deleted
 
 
 def session_token_redeem(*, token: str) -> SessionToken | None:
@@ -472,7 +574,9 @@ def session_token_redeem(*, token: str) -> SessionToken | None:
     if not claimed:
         return None
     return (
-        SessionToken.objects.select_related("agent", "workspace", "created_by_key__workspace")
+        SessionToken.objects.select_related(
+            "agent", "agent_version", "workspace", "created_by_key__workspace"
+        )
         .filter(token_hash=digest)
         .first()
     )

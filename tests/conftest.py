@@ -18,8 +18,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from tests import parallel
+from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer
 from tests.factories import Tenant, make_tenant
-from tests.fakes.openai_server import FakeOpenAIServer
 
 _CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -73,9 +73,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_rate_limits() -> None:
     """Every test starts with no requests counted (limits are counted across tests' keys)."""
-    from platform_site import rates
+    from core import rates
+    from usage_app import quota_counters
 
     rates.reset()
+    quota_counters.forget_all()
 
 
 @pytest.fixture(autouse=True)
@@ -88,6 +90,16 @@ def _mail_on_a_thread(settings: Any) -> Iterator[None]:
     settings.MAIL_QUEUE = "thread"
     yield
     wait_for_queued_mail()
+
+
+@pytest.fixture(autouse=True)
+def _breakers_closed() -> Iterator[None]:
+    """Circuit breakers are per process: a provider one test made fail is not skipped in
+    the next test (which may reuse the workspace's id)."""
+    from engine.providers import breaker
+
+    yield
+    breaker.forget_all()
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +128,7 @@ async def http_pools_closed() -> Any:
     own (an unclosed aiohttp pool collected later would log an error into another test).
     For async tests only: a test that runs its own loop (Playwright's) closes nothing here."""
     yield
-    from sessions_app.providers.http_pool import close_shared_sessions
+    from engine.providers.http_pool import close_shared_sessions
 
     await close_shared_sessions()
 

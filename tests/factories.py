@@ -7,6 +7,7 @@ from typing import Any
 
 from secrets_app import scopes, services
 from secrets_app.models import ApiKey, User, Workspace
+from tests.telephony_app.carrier import TWILIO_SID, TWILIO_TOKEN
 
 
 @dataclass
@@ -44,3 +45,22 @@ def order_tool(**overrides: Any) -> dict[str, Any]:
         "handler": "async (args, ctx) => ({ status: 'shipped', order: args.order_number })",
     }
     return {**tool, **overrides}
+
+
+def phone_line(
+    workspace: Workspace, agent: str, *, number: str = "+14155550100", name: str = "Main Twilio"
+) -> tuple[Any, Any]:
+    """A Twilio account (made once per workspace, by name) and a number answered by ``agent``."""
+    from telephony_app import services as phone_services
+    from telephony_app.models import CarrierAccount
+
+    account = CarrierAccount.objects.filter(workspace=workspace, name=name).first()
+    if account is None:
+        account = phone_services.carrier_account_create(
+            workspace=workspace, carrier="twilio", name=name, account_sid=TWILIO_SID,
+            credential=TWILIO_TOKEN,
+        )  # fmt: skip
+    phone = phone_services.phone_number_create(
+        workspace=workspace, account=name, number=number, agent=agent
+    )
+    return account, phone

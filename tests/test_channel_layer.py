@@ -41,3 +41,49 @@ async def test_send_in_one_round_trip_keeps_order_capacity_and_local_channels() 
     assert received == [0, 1, 2]
     await layer.send("plain.channel", {"type": "x", "text": "é"})
     assert await layer.receive("plain.channel") == {"type": "x", "text": "é"}
+
+
+async def test_a_layer_sharded_over_two_redis_servers_spreads_and_delivers(tmp_path) -> None:
+    """``CHANNEL_LAYER_URL`` with two URLs: channels and groups spread over both servers,
+    and every message reaches its channel (and every member of a group)."""
+    import redis.asyncio as aioredis
+
+    from tests.faults.processes import RedisServer
+
+    servers = [RedisServer(tmp_path / f"shard-{n}") for n in range(2)]
+    for n, server in enumerate(servers):
+        (tmp_path / f"shard-{n}").mkdir()
+        server.start()
+    try:
+        hosts = [server.url for server in servers]
+        # Sixteen web processes: each its own layer, whose channels live on one shard
+        # (all sixteen on one of two shards: 1 in 32768).
+        layers = [ResilientRedisChannelLayer(hosts=hosts) for _ in range(16)]
+        channels = [await layer.new_channel() for layer in layers]
+        sender = layers[0]
+        for n, channel in enumerate(channels):
+            await sender.send(channel, {"type": "tool.result", "n": n})
+        counts = []
+        for server in servers:
+            client = aioredis.Redis.from_url(server.url)
+            counts.append(await client.dbsize())
+            await client.aclose()
+        assert all(count > 0 for count in counts), counts  # both shards hold channels
+        received = [
+            await asyncio.wait_for(layer.receive(channel), 5)
+            for layer, channel in zip(layers, channels, strict=True)
+        ]
+        assert [message["n"] for message in received] == list(range(16))
+        for layer, channel in zip(layers, channels, strict=True):
+            await layer.group_add("voice-key-1", channel)
+        await sender.group_send("voice-key-1", {"type": "session.end", "reason": "x"})
+        got = [
+            await asyncio.wait_for(layer.receive(channel), 5)
+            for layer, channel in zip(layers, channels, strict=True)
+        ]
+        assert [message["reason"] for message in got] == ["x"] * 16
+        for layer in layers:
+            await layer.flush()
+    finally:
+        for server in servers:
+            server.stop()

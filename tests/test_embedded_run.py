@@ -1,4 +1,5 @@
-"""The README's first command, in a fresh clone, serves /healthz and the admin login."""
+"""The first command (`./dev.sh`, README.md and docs/development.md), in a fresh clone,
+serves /healthz and the admin login."""
 
 from __future__ import annotations
 

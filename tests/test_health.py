@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 
@@ -39,3 +41,26 @@ def test_openapi_schema_and_docs_are_served(client, db):
     assert schema.status_code == 200
     assert b"/api/v1/secrets" in schema.content
     assert client.get("/api/docs/").status_code == 200
+
+
+async def test_a_warm_asked_while_the_first_worker_starts_waits_for_it() -> None:
+    """daphne warms the sandbox as it starts, and the first /healthz warms it again: the
+    second waits for the worker the first is starting. (It returned at once, /healthz
+    answered 503 and Django logged "ERROR Service Unavailable: /healthz" on every start.)"""
+    from django.conf import settings
+
+    from tools_app import pool
+
+    config = pool.PoolConfig(size=1, per_lane=1, memory_bytes=settings.SANDBOX_WORKER_MEMORY_BYTES)
+
+    async def race() -> object:
+        sandbox = pool.pool("warm-race", config)
+        first = asyncio.ensure_future(sandbox.warm())
+        await asyncio.sleep(0)  # the first has begun starting its worker
+        await sandbox.warm()
+        seen = sandbox.protections
+        await first
+        sandbox.close()
+        return seen
+
+    assert await pool.run_on_pool_loop(race()) is not None

@@ -1,10 +1,20 @@
-"""At most N sandbox calls of one workspace at once, across every web process (Redis).
+"""Sandbox calls through Celery, granted round-robin across workspaces (Redis).
 
-The production queue is shared by all workspaces, first come first served: without a
-cap, one workspace's busy loops would take every worker and everyone else would wait.
-A session takes a slot of its workspace before it queues a call and gives it back when
-the outcome arrives (or its deadline passes; a slot left by a dead process expires).
-A call that finds no free slot asks again shortly, until one is free.
+The production queue is shared by all workspaces and served first come first served, so
+the order in which calls enter it decides who waits. A session therefore takes a slot
+before it queues a call and gives it back when the outcome arrives: at most
+``SANDBOX_QUEUE_SLOTS`` calls (the sandbox workers' processes, all together) are queued or
+running at once, at most ``SANDBOX_WORKSPACE_CONCURRENCY`` of one workspace, so a queued
+call always finds a free process and the queue itself never holds a backlog.
+
+Who gets a freed slot is decided in one Lua script: among the workspaces with waiting
+calls, the one with the fewest calls running, then the one served least recently; within
+a workspace, first come first served. A call of a workspace with nothing running thus
+goes ahead of any flooding workspace's backlog, whatever the calls' length.
+
+No polling: the script tells the waiter on its process's pub/sub channel. A waiter still
+re-checks every ``RECHECK_S`` (a lost message, or a holder that died without releasing:
+every slot expires after its hold time, and the re-check hands an expired one on).
 
 The embedded default needs none of this: its pool schedules per workspace itself.
 """
@@ -13,51 +23,216 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
+import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
 
-from sessions_app.live import lease_take, redis_client
+from django.conf import settings
+from redis.asyncio.client import PubSub
+from redis.exceptions import RedisError
 
-FIRST_POLL_S = 0.01
-WAKE_POLL_S = 0.1  # a freed slot is seen within this
+from core import backends
+
+logger = logging.getLogger(__name__)
+
+# Every key in one hash tag: a grant is one decision across all workspaces, so on a Redis
+# Cluster the slots live in one slot (one node), named by ``HELD`` for the cluster client.
+PREFIX = "{voice:sandbox}"
+HELD = f"{PREFIX}:held"
+RECHECK_S = 1.0  # a waiter that missed its message (or whose holder died) asks this often
+
+# ARGV: prefix, op, now, total, per-workspace cap, workspace, member, then op arguments.
+# Keys are named inside (a release may grant a slot to any workspace's waiter), all in one
+# hash tag; KEYS[1] (the held set) routes the script on a cluster.
+_SCRIPT = """
+local P, op, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local total, per = tonumber(ARGV[4]), tonumber(ARGV[5])
+local ws, member = ARGV[6], ARGV[7]
+local HELD, READY, SERVED, TURN = P..':held', P..':ready', P..':served', P..':turn'
+local function held_by(w) return P..':held:'..w end
+local function queue(w) return P..':queue:'..w end
+
+local function purge()
+  for _, entry in ipairs(redis.call('ZRANGEBYSCORE', HELD, '-inf', now)) do
+    local w, m = string.match(entry, '^([^|]*)|(.*)$')
+    redis.call('ZREM', held_by(w), m)
+  end
+  redis.call('ZREMRANGEBYSCORE', HELD, '-inf', now)
+end
+
+local function take(w, m, hold)
+  local ends = now + hold
+  redis.call('ZADD', HELD, ends, w..'|'..m)
+  redis.call('ZADD', held_by(w), ends, m)
+  redis.call('EXPIRE', held_by(w), math.ceil(hold) + 60)
+  redis.call('HSET', SERVED, w, redis.call('INCR', TURN))
+end
+
+local function grant()
+  while redis.call('ZCARD', HELD) < total do
+    local best, best_busy = nil, nil
+    local ready = redis.call('ZRANGE', READY, 0, -1)  -- least recently served first
+    for _, w in ipairs(ready) do
+      local busy = redis.call('ZCARD', held_by(w))
+      if busy < per and (best == nil or busy < best_busy) then best, best_busy = w, busy end
+    end
+    if best == nil then return end
+    local entry = redis.call('LPOP', queue(best))
+    if entry then
+      local deadline, hold, channel, m = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+      if tonumber(deadline) > now then
+        take(best, m, tonumber(hold))
+        redis.call('PUBLISH', channel, best..'|'..m)
+      end
+    end
+    if redis.call('LLEN', queue(best)) == 0 then
+      redis.call('ZREM', READY, best)
+    else
+      redis.call('ZADD', READY, redis.call('HGET', SERVED, best) or 0, best)
+    end
+  end
+end
+
+purge()
+if op == 'wait' then
+  if not redis.call('ZSCORE', held_by(ws), member) then
+    local entry = ARGV[8]
+    redis.call('RPUSH', queue(ws), entry)
+    redis.call('EXPIRE', queue(ws), math.ceil(tonumber(ARGV[9])) + 60)
+    redis.call('ZADD', READY, 'NX', redis.call('HGET', SERVED, ws) or 0, ws)
+  end
+elseif op == 'release' then
+  redis.call('ZREM', HELD, ws..'|'..member)
+  redis.call('ZREM', held_by(ws), member)
+elseif op == 'leave' then
+  redis.call('LREM', queue(ws), 0, ARGV[8])
+  if redis.call('LLEN', queue(ws)) == 0 then redis.call('ZREM', READY, ws) end
+  redis.call('ZREM', HELD, ws..'|'..member)
+  redis.call('ZREM', held_by(ws), member)
+end
+grant()
+if redis.call('ZSCORE', held_by(ws), member) then return 1 end
+return 0
+"""
+
+
+def _client() -> Any:
+    return backends.redis_client(backends.COUNTERS)
 
 
 class NoSlot(Exception):
-    """The deadline passed while every slot of the workspace was busy."""
+    """The deadline passed while every slot the call could take was busy."""
 
 
-def _key(workspace_id: int) -> str:
-    return f"voice:sandbox:{workspace_id}"
+async def _script(op: str, workspace_id: int, member: str, *extra: str | float) -> bool:
+    held = await _client().register_script(_SCRIPT)(
+        keys=[HELD],
+        args=[
+            PREFIX,
+            op,
+            time.time(),
+            settings.SANDBOX_QUEUE_SLOTS,
+            settings.SANDBOX_WORKSPACE_CONCURRENCY,
+            workspace_id,
+            member,
+            *extra,
+        ],
+    )
+    return bool(held)
 
 
-async def _try(workspace_id: int, call_id: str, limit: int, hold_s: float) -> bool:
-    return await lease_take(_key(workspace_id), call_id, limit=limit, hold_s=hold_s)
+@dataclass
+class _Wakeups:
+    """This event loop's subscription: the script publishes ``workspace|member`` here
+    when it grants that member a slot."""
+
+    channel: str = field(default_factory=lambda: f"{PREFIX}:wake:{uuid.uuid4().hex}")
+    waiting: dict[str, asyncio.Event] = field(default_factory=dict)
+    listening: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        client = _client()
+        await client.ping()  # a cluster client learns its slots on its first command
+        pubsub = client.pubsub()
+        await pubsub.subscribe(self.channel)  # before any wait names this channel
+        self.listening = asyncio.create_task(self._listen(pubsub))
+
+    async def _listen(self, pubsub: PubSub) -> None:
+        while True:
+            try:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+            except (RedisError, OSError) as exc:  # the waiters' re-checks cover the gap
+                logger.warning("sandbox slot wake-ups interrupted: %s", type(exc).__name__)
+                await asyncio.sleep(RECHECK_S)
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.reset()
+                    await pubsub.subscribe(self.channel)
+                continue
+            if message is None:
+                continue
+            data = message.get("data")
+            key = data.decode() if isinstance(data, bytes) else str(data)
+            event = self.waiting.get(key)
+            if event is not None:
+                event.set()
+
+
+_wakeups: dict[asyncio.AbstractEventLoop, _Wakeups] = {}
+
+
+async def _subscribed() -> _Wakeups:
+    loop = asyncio.get_running_loop()
+    wakeups = _wakeups.get(loop)
+    if wakeups is None:
+        wakeups = _wakeups[loop] = _Wakeups()
+        try:
+            await wakeups.start()
+        except BaseException:
+            del _wakeups[loop]
+            raise
+    return wakeups
 
 
 @contextlib.asynccontextmanager
 async def workspace_slot(
     *, workspace_id: int, member: str, limit: int, hold_s: float, wait_s: float
 ) -> AsyncIterator[None]:
-    """Hold one of the workspace's ``limit`` slots for at most ``hold_s`` seconds.
+    """Hold a slot for this call for at most ``hold_s`` seconds once granted.
 
-    ``member`` names the call uniquely across sessions (session id and call id). A call
-    that finds none free asks again after a short wait, growing to WAKE_POLL_S: a waiter
-    never holds a Redis connection while it waits (hundreds of waiting calls must not
-    take the process's connections from everyone else).
+    ``member`` names the call uniquely across sessions (session id and call id); ``limit``
+    is the workspace's cap (``SANDBOX_WORKSPACE_CONCURRENCY``, read by the script).
+    Raises ``NoSlot`` if none was granted within ``wait_s``. A waiter holds no Redis
+    connection of its own: hundreds of them share their process's subscription.
     """
+    del limit  # the script reads the same setting, for every workspace it grants to
+    wakeups = await _subscribed()
     loop = asyncio.get_running_loop()
     give_up = loop.time() + wait_s
-    pause = FIRST_POLL_S
-    while not await _try(workspace_id, member, limit, hold_s):
-        left = give_up - loop.time()
-        if left <= 0:
-            raise NoSlot(f"all {limit} tool slots of this workspace stayed busy")
-        await asyncio.sleep(min(pause, left))
-        pause = min(pause * 2, WAKE_POLL_S)
+    entry = f"{time.time() + wait_s}|{hold_s}|{wakeups.channel}|{member}"
+    granted = asyncio.Event()
+    key = f"{workspace_id}|{member}"
+    wakeups.waiting[key] = granted
+    held = False
+    try:
+        held = await _script("wait", workspace_id, member, entry, wait_s)
+        while not held:
+            left = give_up - loop.time()
+            if left <= 0:
+                raise NoSlot("every tool slot this call could take stayed busy")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(RECHECK_S, left)):
+                    await granted.wait()
+            held = granted.is_set() or await _script("check", workspace_id, member)
+    except BaseException:
+        # Gave up or cancelled: leave the queue, and hand on a slot granted meanwhile.
+        wakeups.waiting.pop(key, None)
+        await asyncio.shield(_script("leave", workspace_id, member, entry))
+        raise
+    wakeups.waiting.pop(key, None)
     try:
         yield
     finally:
-        await asyncio.shield(_release(workspace_id, member))
-
-
-async def _release(workspace_id: int, member: str) -> None:
-    await redis_client().zrem(_key(workspace_id), member)
+        await asyncio.shield(_script("release", workspace_id, member))

@@ -23,6 +23,7 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import logging
+import math
 import os
 import signal
 import sys
@@ -107,7 +108,7 @@ class SandboxWorker:
         self.protections: dict[str, Any] = {}
         self.alive = False
         self._process: asyncio.subprocess.Process | None = None
-        self._reniced = False
+        self._nice = 0
 
     async def start(self) -> None:
         self._process = await asyncio.create_subprocess_exec(
@@ -281,16 +282,20 @@ class SandboxWorker:
     def _lower_priority(self) -> None:
         """A call that has burnt CPU yields to short ones: a busy loop of one workspace
         must not slow down another workspace's quick calls."""
-        if not self._reniced:
+        self.yield_to(LOW_PRIORITY_NICE)
+
+    def yield_to(self, nice: int) -> None:
+        """Run at ``nice`` or lower priority for the rest of this call (never higher)."""
+        if nice > self._nice and self.pid is not None:
             with contextlib.suppress(OSError):
-                self._set_priority(LOW_PRIORITY_NICE)
-                self._reniced = True
+                self._set_priority(nice)
+                self._nice = nice
 
     def _restore_priority(self) -> None:
-        if self._reniced and self.alive:
+        if self._nice and self.alive:
             try:
                 self._set_priority(0)
-                self._reniced = False
+                self._nice = 0
             except OSError:
                 self.kill()  # no right to raise it again: replaced instead
 
@@ -388,7 +393,9 @@ class SandboxPool:
         self._idle: list[SandboxWorker] = []
         self._starting = 0
         self._busy: dict[Lane, int] = {}
+        self._running: dict[Lane, set[SandboxWorker]] = {}
         self._waiting: OrderedDict[Lane, deque[asyncio.Future[SandboxWorker]]] = OrderedDict()
+        self._warming: asyncio.Future[None] | None = None
 
     async def run(self, lane: Lane, **call: Any) -> SandboxResult:
         try:
@@ -411,10 +418,22 @@ class SandboxPool:
             self._release("check", worker)
 
     async def warm(self) -> None:
-        """Start one worker ahead of the first call."""
-        if not self._idle and self._starting == 0:
-            worker = await self._acquire("warm")
-            self._release("warm", worker)
+        """Start one worker ahead of the first call. A second caller while it starts waits
+        for the same worker (``/healthz`` at start-up reads its protections after this)."""
+        if self._warming is None:
+            if self._idle or self.protections is not None:
+                return
+            self._warming = asyncio.ensure_future(self._warm_one())
+        warming = self._warming
+        try:
+            await asyncio.shield(warming)
+        finally:
+            if warming.done() and self._warming is warming:
+                self._warming = None
+
+    async def _warm_one(self) -> None:
+        worker = await self._acquire("warm")
+        self._release("warm", worker)
 
     def close(self) -> None:
         for worker in self._idle:
@@ -442,6 +461,11 @@ class SandboxPool:
         self._busy[lane] -= 1
         if not self._busy[lane]:
             del self._busy[lane]
+        running = self._running.get(lane)
+        if running is not None:
+            running.discard(worker)
+            if not running:
+                del self._running[lane]
         if worker.alive:
             self._idle.append(worker)
         self._dispatch()
@@ -477,7 +501,23 @@ class SandboxPool:
             self._busy[lane] = self._busy.get(lane, 0) + 1
             # The longest idle worker: a worker that just answered is still making its
             # next context, and V8 work there would slow this call down.
-            waiter.set_result(self._idle.pop(0))
+            worker = self._idle.pop(0)
+            self._share_cpu(lane, worker)
+            waiter.set_result(worker)
+
+    def _share_cpu(self, lane: Lane, worker: SandboxWorker) -> None:
+        """A workspace's calls running at once share one call's CPU weight between them,
+        whatever their length: with k of them, each runs at the nice level whose kernel
+        weight is about 1/k of the default (weights step by 1.25 a level), so a flood of
+        short calls takes no more CPU than one call of another workspace. (Only lowered,
+        for the rest of each call: raising a priority needs privileges.)"""
+        running = self._running.setdefault(lane, set())
+        running.add(worker)
+        if isinstance(lane, str):
+            return  # checks and warm-ups: the platform's own
+        nice = min(LOW_PRIORITY_NICE, round(math.log(len(running)) / math.log(1.25)))
+        for busy in running:
+            busy.yield_to(nice)
 
     def _spawn(self) -> None:
         self._starting += 1

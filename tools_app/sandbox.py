@@ -54,6 +54,7 @@ NOT_ONE_FUNCTION = (
 # Digests and the like, per call: bounds the work a handler can make the worker do
 # between two await points. Fetches are counted by the parent.
 MAX_HOST_OPS = 10_000
+STEP_REPLY_BYTES = 256 * 1024  # fetch answers handed to the handler in one step
 _MAX_ERROR_CHARS = 1000
 _DIGESTS = {"SHA-1": "sha1", "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512"}
 _PRELUDE = Path(__file__).with_name("sandbox_prelude.js").read_text(encoding="utf-8")
@@ -226,8 +227,14 @@ class _Call:
                     replies.append(await self._replies.get())
             except TimeoutError:
                 return []  # a timer is due; an answer that raced it stays queued
-        while not self._replies.empty():
-            replies.append(self._replies.get_nowait())
+        # One large body per step: each crosses into V8 as text, parsed and decoded there,
+        # and several at once would hold all their copies together (a worker's memory
+        # is sized for one body in flight plus every body the handler keeps).
+        size = sum(_reply_size(reply) for reply in replies)
+        while not self._replies.empty() and size < STEP_REPLY_BYTES:
+            reply = self._replies.get_nowait()
+            replies.append(reply)
+            size += _reply_size(reply)
         return replies
 
     def _start_op(self, op: dict[str, Any]) -> None:
@@ -317,6 +324,11 @@ def _is_outcome(outcome: Any) -> bool:
     if outcome.get("ok") is True:
         return isinstance(outcome.get("json"), str) and isinstance(outcome.get("cut"), bool)
     return outcome.get("ok") is False and isinstance(outcome.get("error"), str)
+
+
+def _reply_size(reply: list[Any]) -> int:
+    payload = reply[2] if len(reply) > 2 else None
+    return len(payload["body"]) if isinstance(payload, dict) else 0
 
 
 def _response_payload(response: Any) -> dict[str, Any]:

@@ -2072,6 +2072,24 @@
     result.handler = value;
     return result;
   };
+  // ctx.secrets: the workspace's secrets by name. Reading one it does not have is said in
+  // the call's console (once per name), not only seen later as `Bearer undefined`.
+  const secretsOf = (secrets) => {
+    const said = ObjectCreate(null);
+    return new OriginalProxy(secrets, {
+      get(target, key) {
+        // (`await` and JSON.stringify look for `then` and `toJSON`: not secret reads.)
+        if (typeof key === 'string' && !(key in target) && key !== 'then'
+          && key !== 'toJSON' && said[key] !== true) {
+          said[key] = true;
+          const name = StringSlice(key, 0, 100);
+          writeConsole('[warn] ', [`secret ${name} does not exist in this workspace, so `
+            + `ctx.secrets.${name} is undefined: add it on the dashboard's Secrets page`]);
+        }
+        return ReflectGet(target, key, target);
+      },
+    });
+  };
   let started = false;
   const start = (source, argsJson, secretsJson) => {
     if (started) return;
@@ -2082,7 +2100,7 @@
       return;
     }
     const ctx = ObjectFreeze({
-      secrets: ObjectFreeze(JSONParse(secretsJson)), fetch: ctxFetch, basicAuth,
+      secrets: secretsOf(ObjectFreeze(JSONParse(secretsJson))), fetch: ctxFetch, basicAuth,
     });
     let returned;
     try {

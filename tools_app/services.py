@@ -10,52 +10,30 @@ and scrubs the outcome.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db.models import Count, Max
 
+from core import outbound
+from egress import client as egress
+from egress.secret_refs import SecretBinding, make_reference, mask_secret_values
+from engine.protocol import ToolStatus
+from engine.tools.call import ToolRequest, ToolResult
 from secrets_app.models import Secret
 from secrets_app.services import secret_resolve
-from tools_app import egress, pool
+from tools_app import pool
 from tools_app.calls import SandboxLimits, SandboxResult
-from tools_app.secret_refs import SecretBinding, make_reference, mask_secret_values
 
 CALLS_POOL = "calls"
 CHECKS_POOL = "checks"
 CHECK_TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True)
-class ToolRun:
-    """What the session asks for; plain data so it can cross the broker as JSON."""
-
-    call_id: str
-    workspace_id: int
-    name: str
-    handler: str
-    arguments: dict[str, Any]
-    timeout_s: float
-    pinned: bool
-    reads_secrets: bool = False  # pinned by an owner or admin: readable secrets are values
-
-
-@dataclass(frozen=True)
-class ToolRunOutcome:
-    status: str  # completed | failed | timed_out
-    result: str | None = None
-    error: str | None = None
-    console: str = ""  # captured console output, scrubbed
-    cpu_ms: float = 0.0
-    # The call's arguments as JSON text, scrubbed: with this the session's record needs
-    # no secret of its own. None: not masked here (a platform error), the record masks.
-    arguments: str | None = None
 
 
 def secret_bindings(*, workspace_id: int) -> list[SecretBinding]:
@@ -101,14 +79,13 @@ def _checks_pool_config() -> pool.PoolConfig:
 
 def _policy() -> egress.EgressPolicy:
     return egress.EgressPolicy(
-        allow_private=settings.SANDBOX_EGRESS_ALLOW_PRIVATE,
-        allowed_ports=frozenset(settings.SANDBOX_EGRESS_PORTS),
+        guard=outbound.policy(),
         max_response_bytes=settings.SANDBOX_FETCH_MAX_BYTES,
         timeout_s=settings.SANDBOX_FETCH_TIMEOUT_S,
     )
 
 
-def _limits(run: ToolRun) -> SandboxLimits:
+def _limits(run: ToolRequest) -> SandboxLimits:
     cpu = settings.SANDBOX_CPU_TIME_S if run.pinned else settings.SANDBOX_INLINE_CPU_TIME_S
     return SandboxLimits(
         wall_time_s=min(run.timeout_s, settings.SANDBOX_WALL_TIME_S),
@@ -149,23 +126,26 @@ def _fetcher(bindings: list[SecretBinding], policy: egress.EgressPolicy) -> pool
 
 def _outcome(
     result: SandboxResult, bindings: list[SecretBinding], arguments: dict[str, Any]
-) -> ToolRunOutcome:
-    status = "completed" if result.ok else "timed_out" if result.timed_out else "failed"
-    return ToolRunOutcome(
+) -> ToolResult:
+    if result.ok:
+        status = ToolStatus.COMPLETED
+    else:
+        status = ToolStatus.TIMED_OUT if result.timed_out else ToolStatus.FAILED
+    return ToolResult(
         status=status,
         result=scrub(result.result_json, bindings) if result.ok else None,
         error=None if result.ok else scrub(result.error, bindings),
-        console=scrub(result.console, bindings) or "",
+        log=scrub(result.console, bindings) or None,
         cpu_ms=result.cpu_ms,
-        arguments=scrub(json.dumps(arguments, ensure_ascii=False), bindings),
+        masked_arguments=scrub(json.dumps(arguments, ensure_ascii=False), bindings),
     )
 
 
-def _visible(binding: SecretBinding, run: ToolRun) -> str:
+def _visible(binding: SecretBinding, run: ToolRequest) -> str:
     return binding.value if run.reads_secrets and binding.readable_by_code else binding.reference
 
 
-async def _run_in_pool(run: ToolRun, bindings: list[SecretBinding]) -> SandboxResult:
+async def _run_in_pool(run: ToolRequest, bindings: list[SecretBinding]) -> SandboxResult:
     calls = pool.pool(CALLS_POOL, calls_pool_config())
     return await calls.run(
         run.workspace_id,
@@ -177,13 +157,31 @@ async def _run_in_pool(run: ToolRun, bindings: list[SecretBinding]) -> SandboxRe
     )
 
 
-async def tool_execute(run: ToolRun) -> ToolRunOutcome:
+# The secrets being read for each workspace: concurrent calls of one workspace share one
+# read, so a workspace's flood of calls makes one query at a time, not a queue of them.
+_loading: dict[tuple[asyncio.AbstractEventLoop, int], asyncio.Task[list[SecretBinding]]] = {}
+
+
+async def _workspace_bindings(workspace_id: int) -> list[SecretBinding]:
+    key = (asyncio.get_running_loop(), workspace_id)
+    task = _loading.get(key)
+    if task is None:
+        # Not on the thread every database read of the process queues on (sessions'
+        # reads, handshakes): another workspace's calls must not wait behind them.
+        read = database_sync_to_async(secret_bindings, thread_sensitive=False)
+        task = asyncio.ensure_future(read(workspace_id=workspace_id))
+        _loading[key] = task
+        task.add_done_callback(lambda _: _loading.pop(key, None))
+    return list(await asyncio.shield(task))
+
+
+async def tool_execute(run: ToolRequest) -> ToolResult:
     """Run a handler in a sandbox worker of this process; from any event loop."""
-    bindings = await database_sync_to_async(secret_bindings)(workspace_id=run.workspace_id)
+    bindings = await _workspace_bindings(run.workspace_id)
     return await pool.run_on_pool_loop(tool_execute_with(run, bindings))
 
 
-async def tool_execute_with(run: ToolRun, bindings: list[SecretBinding]) -> ToolRunOutcome:
+async def tool_execute_with(run: ToolRequest, bindings: list[SecretBinding]) -> ToolResult:
     """Run a handler with secrets already loaded; on the pool loop."""
     return _outcome(await _run_in_pool(run, bindings), bindings, run.arguments)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import asdict
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -30,22 +29,19 @@ from django.conf import settings
 from django.db import close_old_connections
 from redis.exceptions import RedisError
 
+from core.channel_messages import ToolResultDelivery, encode
+from egress.secret_refs import SecretBinding
+from engine.protocol import ToolStatus
+from engine.tools.call import ToolRequest, ToolResult
 from tools_app import pool
-from tools_app.secret_refs import SecretBinding
-from tools_app.services import (
-    ToolRun,
-    ToolRunOutcome,
-    secret_bindings,
-    tool_execute_with,
-    warm_calls_pool,
-)
+from tools_app.services import secret_bindings, tool_execute_with, warm_calls_pool
 
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "tools.execute"
 RETURN_MARGIN_S = 0.5  # the outcome's trip back to the session
 REPLY_RETRIES_S = (0.05, 0.25, 1.0)
-PLATFORM_ERROR = ToolRunOutcome(status="failed", error="the tool could not be run (platform error)")
+PLATFORM_ERROR = ToolResult(ToolStatus.FAILED, error="the tool could not be run (platform error)")
 WORKER_LOST = (
     "the sandbox worker stopped while running this tool (for example out of memory); "
     "the call was not repeated"
@@ -61,16 +57,18 @@ WORKER_LOST = (
     ignore_result=True,
 )
 def execute(payload: dict[str, Any], reply_channel: str, not_after: float | None = None) -> None:
+    """``payload``: a ``ToolRequest.to_wire()``."""
+    request = ToolRequest.from_wire(payload)
     if not_after is not None:
         left = not_after - time.time() - RETURN_MARGIN_S
         if left <= 0:
             logger.info("tool call dropped: its session stopped waiting for it")
             return
-        payload = {**payload, "timeout_s": min(float(payload["timeout_s"]), left)}
-    run_tool(ToolRun(**payload), reply_channel)
+        request = request.with_timeout(min(float(request.timeout_s), left))
+    run_tool(request, reply_channel)
 
 
-def run_tool(run: ToolRun, reply_channel: str) -> None:
+def run_tool(run: ToolRequest, reply_channel: str) -> None:
     """Load the secrets here, run the call on this process's pool loop, reply from there."""
     # The connection is kept between tasks (CELERY_DB_REUSE_MAX); one that broke (a
     # database restart) or aged out is replaced here rather than failing calls.
@@ -84,7 +82,9 @@ def run_tool(run: ToolRun, reply_channel: str) -> None:
     pool.submit(_run_and_reply(run, bindings, reply_channel)).result()
 
 
-async def _run_and_reply(run: ToolRun, bindings: list[SecretBinding], reply_channel: str) -> None:
+async def _run_and_reply(
+    run: ToolRequest, bindings: list[SecretBinding], reply_channel: str
+) -> None:
     try:
         outcome = await tool_execute_with(run, bindings)
     except Exception as exc:
@@ -107,11 +107,11 @@ async def _reply(reply_channel: str, message: dict[str, Any]) -> None:
     await _channel_layer().send(reply_channel, message)
 
 
-def _message(call_id: str, outcome: ToolRunOutcome) -> dict[str, Any]:
-    return {"type": "tool.result", "call_id": call_id, **asdict(outcome)}
+def _message(call_id: str, outcome: ToolResult) -> dict[str, Any]:
+    return encode(ToolResultDelivery(call_id=call_id, result=outcome))
 
 
-def _send(reply_channel: str, call_id: str, outcome: ToolRunOutcome) -> None:
+def _send(reply_channel: str, call_id: str, outcome: ToolResult) -> None:
     async_to_sync(_channel_layer().send)(reply_channel, _message(call_id, outcome))
 
 
@@ -138,11 +138,9 @@ def _report_lost_call(
     if getattr(sender, "name", None) != TASK_NAME:
         return
     if isinstance(exception, WorkerLostError):
-        outcome = ToolRunOutcome(status="failed", error=WORKER_LOST)
+        outcome = ToolResult(ToolStatus.FAILED, error=WORKER_LOST)
     elif isinstance(exception, TimeLimitExceeded):
-        outcome = ToolRunOutcome(
-            status="timed_out", error="the tool ran out of time and was stopped"
-        )
+        outcome = ToolResult(ToolStatus.TIMED_OUT, error="the tool ran out of time and was stopped")
     else:
         return
     try:

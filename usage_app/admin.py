@@ -41,7 +41,7 @@ class UsageDailyAdmin(ReadOnlyAdmin):
     list_display = [
         "day", "workspace", "agent_name", "sessions", "llm_requests", "prompt_tokens",
         "completion_tokens", "stt_audio_ms", "tts_characters", "server_tool_calls",
-        "client_tool_calls",
+        "client_tool_calls", "phone_call_ms",
     ]  # fmt: skip
     list_filter = ["day"]
     search_fields = ["workspace__name", "agent_name"]

@@ -10,7 +10,7 @@ from sessions_app.models import Agent
 
 
 class UsageFigures(models.Model):
-    """The figures a session meters (``sessions_app.orchestrator.usage.USAGE_FIELDS``)."""
+    """The figures a session record keeps (``sessions_app.usage_figures.RECORD_FIELDS``)."""
 
     llm_requests = models.BigIntegerField(default=0)
     prompt_tokens = models.BigIntegerField(default=0)
@@ -24,6 +24,9 @@ class UsageFigures(models.Model):
     server_tool_calls = models.BigIntegerField(default=0)
     tool_cpu_ms = models.BigIntegerField(default=0)
     client_tool_calls = models.BigIntegerField(default=0)
+    phone_call_ms = models.BigIntegerField(
+        default=0, help_text="Time sessions spent on phone calls (from answer to hang-up)."
+    )
 
     class Meta:
         abstract = True

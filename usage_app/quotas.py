@@ -141,10 +141,6 @@ def exceeded_message(states: list[QuotaState]) -> str | None:
     return None
 
 
-def workspace_exceeded_message(*, workspace_id: int) -> str | None:
-    return exceeded_message(quota_states(workspace_id=workspace_id))
-
-
 AlertSink = Callable[[QuotaAlert, QuotaState], None]
 
 

@@ -9,13 +9,13 @@ from typing import Any, Literal
 from django.db.models import Max, Sum
 
 from secrets_app.models import Workspace
-from sessions_app.orchestrator.usage import USAGE_FIELDS
+from sessions_app.usage_figures import RECORD_FIELDS
 from usage_app.models import UsageDaily
 
 GroupBy = Literal["day", "agent"]
 GROUP_BY: tuple[GroupBy, ...] = ("day", "agent")
 RANGE_MAX_DAYS = 366
-COUNTED = ("sessions", *USAGE_FIELDS)
+COUNTED = ("sessions", *RECORD_FIELDS)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from secrets_app.audit import Actor, audit_record
+from secrets_app.models import Workspace
 from sessions_app.models import Session
-from sessions_app.orchestrator.usage import USAGE_FIELDS
-from usage_app import quotas
+from sessions_app.usage_figures import RECORD_FIELDS
+from usage_app import quota_counters, quotas
 from usage_app.models import QuotaAlert, UsageDaily
 from webhooks_app import services as webhooks
 
@@ -27,7 +29,7 @@ def _clean(usage: dict[str, Any]) -> dict[str, int]:
     """Only known figures, as non-negative integers (the delta came through a queue)."""
     return {
         name: int(value)
-        for name in USAGE_FIELDS
+        for name in RECORD_FIELDS
         if isinstance(value := usage.get(name), int) and not isinstance(value, bool) and value > 0
     }
 
@@ -41,12 +43,14 @@ def usage_record(*, session: Session, usage: dict[str, Any], ended: bool = False
         row = Session.objects.select_for_update().get(
             pk=session.pk, workspace_id=session.workspace_id
         )
-        totals = {name: int((row.usage or {}).get(name, 0)) for name in USAGE_FIELDS}
+        totals = {name: int((row.usage or {}).get(name, 0)) for name in RECORD_FIELDS}
         for name, value in delta.items():
             totals[name] += value
         Session.objects.filter(pk=row.pk).update(usage=totals)
     if delta or ended:
         _add_to_day(session, timezone.now().date(), delta, sessions=1 if ended else 0)
+    if delta:
+        quota_counters.usage_add(workspace_id=session.workspace_id, delta=delta)
 
 
 def _add_to_day(session: Session, day: date, delta: dict[str, int], *, sessions: int) -> None:
@@ -91,3 +95,13 @@ def _alerted(alert: QuotaAlert, state: quotas.QuotaState) -> None:
         event_type=event,
         data={"quota": {**state.as_dict(), "words": state.words()}},
     )
+
+
+def usage_exported(
+    *, workspace: Workspace, actor: Actor, start: date, end: date, group_by: str
+) -> None:
+    """An export leaves the platform: the audit log says who took which range, from where."""
+    audit_record(
+        workspace=workspace, actor=actor, action="usage.exported", target=f"{start} to {end}",
+        details={"format": "csv", "group_by": group_by},
+    )  # fmt: skip

@@ -1,10 +1,12 @@
-"""Where delivery attempts run: the one switch (``platform_site.backends``) chooses.
+"""Where delivery attempts run: the one switch (``core.backends``) chooses.
 
-- Production: a Celery task per attempt (``webhooks.deliver``), delayed with
-  ``countdown``, so retries survive a restart of the web processes.
+- Production: a Celery task per attempt (``webhooks.deliver``, routed to the ``webhooks``
+  queue that only the webhook worker consumes), delayed with ``countdown``, so retries
+  survive a restart of the web processes.
 - Embedded default: a thread of the platform's own process keeps a timetable and runs
-  attempts on two worker threads; an eager Celery task would run them (and wait out
-  every backoff) inside the session's own shutdown. When it starts, it picks up the
+  attempts on worker threads (the per-workspace cap plus two, so a workspace at its cap
+  leaves room for others); an eager Celery task would run them (and wait out every
+  backoff) inside the session's own shutdown. When it starts, it picks up the
   deliveries a previous run left unfinished.
 """
 
@@ -17,40 +19,45 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from django.conf import settings
 from django.db import connection
 
-from platform_site import backends
+from core import backends
 
 logger = logging.getLogger(__name__)
 
 
-def schedule(delivery_id: int, attempt: int, delay_s: float) -> None:
-    """Run attempt ``attempt`` of a delivery in ``delay_s`` seconds."""
+def schedule(delivery_id: int, attempt: int, delay_s: float, *, slot: str | None = None) -> None:
+    """Run attempt ``attempt`` of a delivery in ``delay_s`` seconds (in ``slot``, its
+    workspace's slot taken for it already: ``in_flight``)."""
     if backends.tasks_inline():
-        _embedded().schedule(delivery_id, attempt, delay_s)
+        _embedded().schedule(delivery_id, attempt, delay_s, slot)
         return
     from webhooks_app.tasks import deliver
 
-    deliver.apply_async((delivery_id, attempt), countdown=max(0.0, delay_s))
+    deliver.apply_async((delivery_id, attempt, slot), countdown=max(0.0, delay_s))
 
 
 class EmbeddedDispatcher:
     """A timetable of attempts, run by a daemon thread; attempts run on worker threads."""
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int) -> None:
         from django.utils import timezone
 
         self.started_at = timezone.now()
-        self._timetable: list[tuple[float, int, int, int]] = []
+        self._timetable: list[tuple[float, int, int, int, str | None]] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
         self._workers = ThreadPoolExecutor(workers, thread_name_prefix="webhook-delivery")
         self._thread: threading.Thread | None = None
 
-    def schedule(self, delivery_id: int, attempt: int, delay_s: float) -> None:
+    def schedule(
+        self, delivery_id: int, attempt: int, delay_s: float, slot: str | None = None
+    ) -> None:
         due = time.monotonic() + max(0.0, delay_s)
         with self._wake:
-            heapq.heappush(self._timetable, (due, next(self._order), delivery_id, attempt))
+            entry = (due, next(self._order), delivery_id, attempt, slot)
+            heapq.heappush(self._timetable, entry)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="webhook-timetable", daemon=True
@@ -65,21 +72,21 @@ class EmbeddedDispatcher:
                 while not self._timetable or self._timetable[0][0] > time.monotonic():
                     timeout = self._timetable[0][0] - time.monotonic() if self._timetable else None
                     self._wake.wait(timeout)
-                _due, _order, delivery_id, attempt = heapq.heappop(self._timetable)
-            self._workers.submit(self._attempt, delivery_id, attempt)
+                _due, _order, delivery_id, attempt, slot = heapq.heappop(self._timetable)
+            self._workers.submit(self._attempt, delivery_id, attempt, slot)
 
-    def _attempt(self, delivery_id: int, attempt: int) -> None:
+    def _attempt(self, delivery_id: int, attempt: int, slot: str | None) -> None:
         from webhooks_app.services import delivery_attempt
 
         try:
-            delay = delivery_attempt(delivery_id=delivery_id, attempt=attempt)
+            following = delivery_attempt(delivery_id=delivery_id, attempt=attempt, slot=slot)
         except Exception as exc:  # the next attempt (or a restart) picks it up again
             logger.error("webhook delivery %s failed: %s", delivery_id, type(exc).__name__)
-            delay = None
+            following = None
         finally:
             connection.close()  # attempts are rare: no idle connection left in this thread
-        if delay is not None:
-            self.schedule(delivery_id, attempt + 1, delay)
+        if following is not None:
+            self.schedule(delivery_id, following.attempt, following.delay_s)
 
 
 def _catch_up(dispatcher: EmbeddedDispatcher) -> None:
@@ -113,5 +120,5 @@ def _embedded() -> EmbeddedDispatcher:
     global _dispatcher
     with _dispatcher_lock:
         if _dispatcher is None:
-            _dispatcher = EmbeddedDispatcher()
+            _dispatcher = EmbeddedDispatcher(settings.WEBHOOK_WORKSPACE_IN_FLIGHT + 2)
         return _dispatcher

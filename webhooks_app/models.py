@@ -16,6 +16,10 @@ class EventType(models.TextChoices):
     TOOL_CALL_FAILED = "tool_call.failed", "tool_call.failed: a tool call failed or timed out"
     QUOTA_WARNING = "quota.warning", "quota.warning: a quota reached 80 %"
     QUOTA_EXCEEDED = "quota.exceeded", "quota.exceeded: a quota reached 100 %"
+    ANALYSIS_COMPLETED = (
+        "analysis.completed",
+        "analysis.completed: a session's post-call analysis is ready",
+    )
 
 
 class WebhookEndpoint(models.Model):
@@ -34,6 +38,12 @@ class WebhookEndpoint(models.Model):
     key_id = models.CharField(max_length=32, editable=False)
     secret_hint = models.CharField(max_length=12, editable=False)  # "whsec_…" prefix only
     created_at = models.DateTimeField(default=timezone.now)
+    # Attempts that failed in a row (any delivery); no attempt goes out before
+    # ``backoff_until``; past WEBHOOK_DISABLE_AFTER_FAILURES the platform disables it.
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    backoff_until = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=400, blank=True)  # empty: by a person
+    disabled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "pk"]

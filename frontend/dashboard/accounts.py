@@ -15,7 +15,7 @@ from django.contrib import messages
 from django.contrib.auth import password_validation
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm, UsernameField
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
@@ -25,9 +25,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 from django_otp import login as otp_login
 
+from core import rates
+from core.client_address import request_address
 from frontend.dashboard.scope import LAST_WORKSPACE, Scope, signed_in_user, workspace_page
-from platform_site import rates
-from platform_site.client_address import request_address
 from secrets_app import accounts, mail, selectors, services, tasks
 from secrets_app.audit import actor_for_request
 from secrets_app.models import User
@@ -166,7 +166,20 @@ class ThrottledLogin:
             raise
 
 
+# One answer for every refused login: a wrong password, a right one without the code, a
+# wrong code. Telling them apart would tell a guesser that the password was right (the
+# answer an account with two-factor login gave to its right password alone).
+LOGIN_REFUSED = (
+    "Enter a correct email address and password, and the 6-digit code from your "
+    "authenticator app if you turned on two-factor login."
+)
+
+
 class LoginForm(ThrottledLogin, AuthenticationForm):
+    # Users log in by email: the phone's keyboard and the password manager should know it.
+    username = UsernameField(
+        widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "username"}),
+    )
     otp_token = forms.CharField(
         required=False,
         label="Authentication code",
@@ -177,11 +190,13 @@ class LoginForm(ThrottledLogin, AuthenticationForm):
 
     def clean(self) -> dict[str, Any]:
         def check() -> dict[str, Any]:
-            cleaned = super(ThrottledLogin, self).clean()
-            user = self.get_user()
-            self.device = accounts.second_factor_check(
-                user=user, code=str(cleaned.get("otp_token") or "")
-            )
+            try:
+                cleaned = super(ThrottledLogin, self).clean()
+                self.device = accounts.second_factor_check(
+                    user=self.get_user(), code=str(cleaned.get("otp_token") or "")
+                )
+            except ValidationError:
+                raise ValidationError(LOGIN_REFUSED, code="invalid_login") from None
             return cleaned
 
         return self.throttled_clean(check)

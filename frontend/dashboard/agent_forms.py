@@ -11,19 +11,21 @@ import json
 from typing import Any, cast
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.utils.text import slugify
 
+from engine import protocol
+from engine.providers import languages, registry
+from engine.providers.spec import ProviderSpec
+from engine.session import DEFAULT_EMPTY_REPLY
+from engine.session.config import DEFAULT_TOOL_FILLER
 from frontend.dashboard.agent_templates import AgentTemplate
 from secrets_app.provider_credentials import ProviderNames
 from secrets_app.validators import AGENT_SLUG
-from sessions_app import protocol
 from sessions_app.agent_tools import AgentToolsInvalid, ToolError
 from sessions_app.models import Agent
-from sessions_app.orchestrator import DEFAULT_EMPTY_REPLY
-from sessions_app.providers import registry
-from sessions_app.providers.spec import ProviderSpec
 from sessions_app.services import AGENT_FIELDS
 
 # The editor's own pages live at agents/new/ and agents/templates/.
@@ -74,7 +76,22 @@ def _provider_choices(
     def label(spec: ProviderSpec) -> str:
         return f"{spec.label} (this workspace's key)" if spec.name in own_keys else spec.label
 
-    return [("", "Platform default"), *((spec.name, label(spec)) for spec in specs)]
+    platform = {"stt": settings.STT_PROVIDER, "tts": settings.TTS_PROVIDER}[kind]
+    default = registry.provider(kind, platform).label
+    return [("", f"Platform default ({default})"), *((spec.name, label(spec)) for spec in specs)]
+
+
+def _voice_help() -> str:
+    """Every text-to-speech provider's voices, as each provider's module declares them."""
+    said = []
+    for spec in registry.specs("tts", choosable=True):
+        voices = spec.capabilities.voices
+        if voices:
+            rest = "".join(f", {name}" for name in voices[1:])
+            said.append(f"{spec.label}: {voices[0]}{' (default)' if rest else ''}{rest}.")
+        elif spec.voice_help:
+            said.append(f"{spec.label}: {spec.voice_help}.")
+    return " ".join(["A voice of the text-to-speech provider.", *said, "Blank: its default."])
 
 
 class LLMFallbacksField(forms.CharField):
@@ -105,6 +122,26 @@ class LLMFallbacksField(forms.CharField):
             else:
                 fallbacks.append({"connection": "", "model": line.strip()})
         return fallbacks
+
+
+class AnalysisField(forms.CharField):
+    """The post-call analysis settings as JSON (checked by the service when saved)."""
+
+    widget = forms.Textarea(attrs={"rows": 6, **CODE_ATTRS})
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return json.dumps(value, indent=2, ensure_ascii=False) if value else ""
+        return value
+
+    def to_python(self, value: Any) -> Any:
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return {}
+        try:
+            return json.loads(text)
+        except ValueError as error:
+            raise ValidationError(f"Not JSON: {error}") from None
 
 
 class NameListField(forms.CharField):
@@ -158,10 +195,7 @@ class AgentForm(forms.Form):
     voice = forms.CharField(
         max_length=64,
         required=False,
-        help_text=(
-            "A voice of the text-to-speech provider: Orpheus has tara, leah, jess, leo, dan, "
-            "mia, zac, zoe; the offline voice has joe. Blank: its default."
-        ),
+        help_text="A voice of the text-to-speech provider. Blank: its default.",
     )
     empty_reply = forms.CharField(
         max_length=protocol.EMPTY_REPLY_MAX,
@@ -177,6 +211,16 @@ class AgentForm(forms.Form):
             f"recognition favours them. At most {protocol.VOCABULARY_MAX}, "
             f"{protocol.VOCABULARY_TERM_MAX} characters each."
         ),
+    )
+    language = forms.ChoiceField(
+        choices=[
+            ("", "English"),
+            (languages.DETECT, "The caller's (detected)"),
+            *((code, name) for code, name in languages.NAMES.items() if code != "en"),
+        ],
+        required=False,
+        help_text="Heard and spoken by the speech providers (they must support it: see the "
+        "docs' Languages page); the model is told to answer in it.",
     )
     mode = forms.ChoiceField(
         choices=Agent.Mode.choices,
@@ -209,6 +253,19 @@ class AgentForm(forms.Form):
         + ", ".join(registry.platform_names("tts"))
         + ".",
     )
+    zero_retention = forms.BooleanField(
+        required=False,
+        label="Zero retention",
+        help_text="Keep nothing said in this agent's sessions (no transcript, tool arguments "
+        "or results, no analysis): only metadata and usage.",
+    )
+    analysis = AnalysisField(
+        required=False,
+        label="Post-call analysis",
+        help_text='JSON: {"summary": true, "criteria": [{"name", "description"}], "fields": '
+        '[{"name", "type", "description"}]}; types string, number, integer, boolean. '
+        "Blank: none.",
+    )
     idle_timeout_s = forms.IntegerField(
         required=False,
         min_value=5,
@@ -223,6 +280,26 @@ class AgentForm(forms.Form):
         max_value=24 * 3600,
         label="Longest session (seconds)",
         help_text="The session ends when it has lasted this long. Blank: the platform default.",
+    )
+    tool_filler = forms.CharField(
+        max_length=200,
+        required=False,
+        label="While a tool works",
+        help_text=f"Said once when tools are slow to answer. Blank: “{DEFAULT_TOOL_FILLER}”",
+    )
+    tool_filler_after_ms = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=60_000,
+        label="Say it after (ms)",
+        help_text="Blank: 1500. 0: never.",
+    )
+    knowledge_timeout_ms = forms.IntegerField(
+        required=False,
+        min_value=100,
+        max_value=60_000,
+        label="Knowledge search timeout (ms)",
+        help_text="Blank: 10000. Server and browser tools take theirs in each tool below.",
     )
 
     def __init__(
@@ -251,6 +328,7 @@ class AgentForm(forms.Form):
             assert isinstance(select, forms.ChoiceField)
             current = str(self.initial.get(field) or "")
             select.choices = _provider_choices(kind, current, configured.speech)
+        self.fields["voice"].help_text = _voice_help()
         if creating:
             self.fields["slug"].help_text += " Blank: made from the name."
         else:

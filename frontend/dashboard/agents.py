@@ -16,10 +16,17 @@ from django.views.decorators.http import require_http_methods
 
 from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES, AgentTemplate
-from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
+from frontend.dashboard.scope import (
+    ActionRefused,
+    Scope,
+    confirm_then,
+    render_page,
+    workspace_page,
+)
 from secrets_app.audit import actor_for_request
 from secrets_app.provider_credentials import provider_names
 from sessions_app import selectors, services
+from sessions_app.agent_warnings import agent_warnings
 from sessions_app.models import Agent
 
 SECTION = "dashboard:agents"
@@ -54,7 +61,9 @@ def _editor_page(
     agent: Agent | None = None,
     template: AgentTemplate | None = None,
 ) -> HttpResponse:
-    context = {"editor": editor, "agent": agent, "template": template}
+    # What the saved agent needs that the workspace does not have yet (saved anyway).
+    warnings = agent_warnings(agent=agent) if agent is not None else []
+    context = {"editor": editor, "agent": agent, "template": template, "warnings": warnings}
     return render_page(request, scope, "dashboard/agent_form.html", context, section=SECTION)
 
 
@@ -118,7 +127,10 @@ def delete(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
     agent = selectors.agent_get(workspace=scope.workspace, slug=slug)
 
     def act() -> str:
-        services.agent_delete(actor=actor_for_request(request), agent=agent)
+        try:
+            services.agent_delete(actor=actor_for_request(request), agent=agent)
+        except services.AgentInUse as in_use:
+            raise ActionRefused(f"Agent “{agent.name}” was not deleted: {in_use}.") from None
         return f"Agent “{agent.name}” deleted."
 
     context = {"agent": agent}

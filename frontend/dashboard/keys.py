@@ -1,4 +1,4 @@
-"""API keys: list, create, roll, revoke.
+"""API keys: list, create, a publishable key's settings, roll, revoke.
 
 A secret key's plaintext exists only in the response to the POST that made it: it is
 rendered there (never stored, never put in the session or a redirect) with no-store.
@@ -51,15 +51,9 @@ def readable(error: ValidationError) -> list[str]:
     return [message[:1].upper() + message[1:] for message in error.messages]
 
 
-class KeyForm(forms.Form):
-    kind = forms.ChoiceField(
-        choices=(
-            (ApiKey.Kind.PUBLISHABLE, "Publishable (pk_…): for web pages, safe to publish"),
-            (ApiKey.Kind.SECRET, "Secret (sk_…): for your servers and the REST API only"),
-        ),
-        initial=ApiKey.Kind.PUBLISHABLE,
-        widget=forms.RadioSelect,
-    )
+class KeyLimitsForm(forms.Form):
+    """A publishable key's limits: what the key page creates and its settings page changes."""
+
     label = forms.CharField(
         max_length=100,
         required=False,
@@ -108,16 +102,6 @@ class KeyForm(forms.Form):
             "token per session (POST /api/v1/session-tokens) and the page connects with it."
         ),
     )
-    scopes = forms.MultipleChoiceField(
-        required=False,
-        initial=key_scopes.DEFAULT,
-        choices=[(name, f"{name}: {text}") for name, text in key_scopes.SCOPES.items()],
-        widget=forms.CheckboxSelectMultiple,
-        help_text=(
-            "What a secret key may do on the REST API. Leave “keys” off unless a server must "
-            "manage keys: a leaked key with it could make more keys."
-        ),
-    )
 
     def __init__(self, *args: Any, agents: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -138,6 +122,27 @@ class KeyForm(forms.Form):
             raise ValidationError(readable(error)) from None
 
 
+class KeyForm(KeyLimitsForm):
+    kind = forms.ChoiceField(
+        choices=(
+            (ApiKey.Kind.PUBLISHABLE, "Publishable (pk_…): for web pages, safe to publish"),
+            (ApiKey.Kind.SECRET, "Secret (sk_…): for your servers and the REST API only"),
+        ),
+        initial=ApiKey.Kind.PUBLISHABLE,
+        widget=forms.RadioSelect,
+    )
+    scopes = forms.MultipleChoiceField(
+        required=False,
+        initial=key_scopes.DEFAULT,
+        choices=[(name, f"{name}: {text}") for name, text in key_scopes.SCOPES.items()],
+        widget=forms.CheckboxSelectMultiple,
+        help_text=(
+            "What a secret key may do on the REST API. Leave “keys” off unless a server must "
+            "manage keys: a leaked key with it could make more keys."
+        ),
+    )
+
+
 class RollForm(forms.Form):
     grace = forms.ChoiceField(
         choices=GRACE_CHOICES,
@@ -153,6 +158,13 @@ def _agent_choices(scope: Scope) -> list[tuple[str, str]]:
         (agent.slug, f"{agent.name} ({agent.slug})")
         for agent in agent_list(workspace=scope.workspace)
     ]
+
+
+def _limits(data: dict[str, Any]) -> dict[str, Any]:
+    """A ``KeyLimitsForm``'s cleaned data as the key services take it."""
+    names = ("allowed_origins", "allowed_agents", "allow_inline_config",
+             "allow_inline_tool_code", "tokens_only")  # fmt: skip
+    return {"label": data["label"].strip(), **{name: data[name] for name in names}}
 
 
 def _grace_end(old: ApiKey | None) -> datetime | None:
@@ -194,7 +206,7 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def create(request: HttpRequest, scope: Scope) -> HttpResponse:
     scope.require_key_manager()
-    if signed_in_user(request).email_verified_at is None:
+    if signed_in_user(request).email_verified_at is None:  # the service refuses them too
         return render_page(request, scope, "dashboard/keys_verify.html", section=SECTION)
     form = KeyForm(request.POST or None, agents=_agent_choices(scope))
     if request.method == "POST" and form.is_valid():
@@ -203,13 +215,8 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
             actor=actor_for_request(request),
             workspace=scope.workspace,
             kind=data["kind"],
-            label=data["label"].strip(),
-            allowed_origins=data["allowed_origins"],
-            allowed_agents=data["allowed_agents"],
-            allow_inline_config=data["allow_inline_config"],
-            allow_inline_tool_code=data["allow_inline_tool_code"],
-            tokens_only=data["tokens_only"],
             scopes=data["scopes"],
+            **_limits(data),
         )
         if key.kind == ApiKey.Kind.SECRET:
             return _show_once(request, scope, key, plaintext, rolled=False)
@@ -220,8 +227,37 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
 
 @workspace_page
 @require_http_methods(["GET", "POST"])
+def edit(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
+    """A publishable key's limits (a secret key's scopes are changed by the REST API)."""
+    scope.require_key_manager()
+    key = selectors.api_key_get(workspace=scope.workspace, key_id=key_id)
+    if key.kind != ApiKey.Kind.PUBLISHABLE or key.status() != "active":
+        messages.error(request, f"Key {key.display}: only active publishable keys have settings.")
+        return redirect("dashboard:keys", scope.workspace.pk)
+    initial = {
+        "label": key.label,
+        "allowed_origins": "\n".join(key.allowed_origins),
+        "allowed_agents": key.allowed_agents,
+        "allow_inline_config": key.allow_inline_config,
+        "allow_inline_tool_code": key.allow_inline_tool_code,
+        "tokens_only": key.tokens_only,
+    }
+    form = KeyLimitsForm(request.POST or None, initial=initial, agents=_agent_choices(scope))
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        services.api_key_update(actor=actor_for_request(request), key=key, **_limits(data))
+        messages.success(request, f"Key {key.display} saved.")
+        return redirect("dashboard:keys", scope.workspace.pk)
+    context = {"key": key, "form": form}
+    return render_page(request, scope, "dashboard/keys_edit.html", context, section=SECTION)
+
+
+@workspace_page
+@require_http_methods(["GET", "POST"])
 def roll(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
     scope.require_key_manager()
+    if signed_in_user(request).email_verified_at is None:  # the service refuses them too
+        return render_page(request, scope, "dashboard/keys_verify.html", section=SECTION)
     key = selectors.api_key_get(workspace=scope.workspace, key_id=key_id)
     if key.status() != "active":
         messages.error(
@@ -266,6 +302,7 @@ def revoke(request: HttpRequest, scope: Scope, key_id: int) -> HttpResponse:
 urlpatterns = [
     path("keys/", index, name="keys"),
     path("keys/new/", create, name="key-new"),
+    path("keys/<id:key_id>/", edit, name="key-edit"),
     path("keys/<id:key_id>/roll/", roll, name="key-roll"),
     path("keys/<id:key_id>/revoke/", revoke, name="key-revoke"),
 ]

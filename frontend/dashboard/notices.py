@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.urls import reverse
 
 from secrets_app.models import ProviderCredential, Workspace
+from sessions_app import workspace_providers
 from usage_app import quotas
 
 
@@ -24,7 +24,7 @@ class Notice:
 
 
 def workspace_has_llm(workspace: Workspace) -> bool:
-    if settings.LLM_BASE_URL:
+    if workspace_providers.platform_llm():
         return True
     return ProviderCredential.objects.filter(
         workspace=workspace, kind=ProviderCredential.Kind.LLM

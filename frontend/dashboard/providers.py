@@ -8,9 +8,9 @@ the connection, and a test's words have the key masked.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
-from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
@@ -19,21 +19,18 @@ from django.urls import path
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
+from core import outbound
+from engine.providers import registry
+from engine.providers.spec import ProviderSpec
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
 from secrets_app import provider_credentials as credentials
+from secrets_app.audit import actor_for_request
 from secrets_app.models import ProviderCredential
+from sessions_app import workspace_providers
 from sessions_app.provider_check import provider_check
-from sessions_app.providers import registry
 
 SECTION = "dashboard:providers"
 Kind = ProviderCredential.Kind
-# Which kind of speech provider each workspace account is for.
-SPEECH_KINDS: dict[str, registry.Kind] = {
-    Kind.ASSEMBLYAI: "stt",
-    Kind.ELEVENLABS: "tts",
-    Kind.OPENAI: "tts",
-    Kind.ORPHEUS: "tts",
-}
 
 
 def _key_field(*, required: bool, replacing: bool) -> forms.CharField:
@@ -62,8 +59,7 @@ class LLMForm(forms.Form):
         widget=forms.TextInput(attrs={"placeholder": "https://api.openai.com/v1"}),
         help_text="An OpenAI-compatible chat completions endpoint: https://api.openai.com/v1, "
         "the AssemblyAI gateway https://llm-gateway.assemblyai.com/v1, Ollama "
-        "http://localhost:11434/v1, vLLM. Public addresses only (on a development machine, "
-        "SANDBOX_EGRESS_ALLOW_PRIVATE=true allows local ones).",
+        "http://localhost:11434/v1, vLLM.",
     )
     model = forms.CharField(
         max_length=100, widget=forms.TextInput(attrs={"placeholder": "gpt-4o-mini"})
@@ -71,6 +67,7 @@ class LLMForm(forms.Form):
 
     def __init__(self, *args: Any, replacing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["base_url"].help_text += " " + outbound.rule_in_words()
         self.fields["api_key"] = _key_field(required=False, replacing=replacing)
         self.fields["api_key"].help_text += " Ollama needs none."
         if replacing:
@@ -78,13 +75,15 @@ class LLMForm(forms.Form):
 
 
 class SpeechForm(forms.Form):
-    def __init__(self, *args: Any, kind: str, replacing: bool, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, spec: ProviderSpec, replacing: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if kind == Kind.ORPHEUS:
+        url = spec.credential_url
+        if url is not None:
             self.fields["url"] = forms.CharField(
-                label="WebSocket URL",
+                label=url.label,
                 max_length=500,
-                widget=forms.TextInput(attrs={"placeholder": "wss://model-….api.baseten.co/…"}),
+                widget=forms.TextInput(attrs={"placeholder": url.placeholder}),
+                help_text=outbound.rule_in_words(),
             )
         self.fields["api_key"] = _key_field(required=not replacing, replacing=replacing)
 
@@ -105,13 +104,21 @@ def _speech_rows(rows: list[ProviderCredential]) -> list[dict[str, Any]]:
     mine = {row.kind: row for row in rows if row.kind != Kind.LLM}
     return [
         {
-            "kind": kind,
-            "label": kind.label,
-            "credential": mine.get(kind),
-            "platform": registry.provider(SPEECH_KINDS[kind], kind).platform_account(),
+            "kind": spec.name,
+            "label": spec.credential_label,
+            "credential": mine.get(spec.name),
+            "platform": spec.platform_account(),
         }
-        for kind in (Kind.ASSEMBLYAI, Kind.ELEVENLABS, Kind.OPENAI, Kind.ORPHEUS)
+        for spec in registry.credential_specs()
     ]
+
+
+def _platform_llm() -> dict[str, str] | None:
+    """The platform's model and host, as the ./dev.sh banner names them (never its key)."""
+    platform = workspace_providers.platform_llm()  # LLM_BASE_URL, LLM_MODEL: the spec's settings
+    if not platform:
+        return None
+    return {"model": platform["model"], "host": urlsplit(platform["base_url"]).hostname or ""}
 
 
 @workspace_page
@@ -121,7 +128,7 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
     context = {
         "llms": llms,
         "speech": _speech_rows(rows),
-        "platform_llm": bool(settings.LLM_BASE_URL),
+        "platform_llm": _platform_llm(),
         "can_manage": scope.can_manage_keys,
     }
     return render_page(request, scope, "dashboard/providers.html", context, section=SECTION)
@@ -154,6 +161,7 @@ def llm_edit(request: HttpRequest, scope: Scope, credential_id: int | None = Non
                 base_url=data["base_url"],
                 model=data["model"],
                 api_key=data["api_key"] or None,
+                actor=actor_for_request(request),
             )
         except ValidationError as error:
             _put_errors(form, error)
@@ -169,28 +177,30 @@ def llm_edit(request: HttpRequest, scope: Scope, credential_id: int | None = Non
 @require_http_methods(["GET", "POST"])
 def speech_edit(request: HttpRequest, scope: Scope, kind: str) -> HttpResponse:
     _require_manager(scope)
-    if kind not in credentials.SPEECH_KINDS:
-        raise Http404("No such speech provider.")
+    try:
+        spec = registry.credential_spec(kind)
+    except registry.UnknownProvider:
+        raise Http404("No such speech provider.") from None
     current = (
         credentials.provider_credential_list(workspace=scope.workspace).filter(kind=kind).first()
     )
     initial = {"url": current.base_url} if current else None
     form = SpeechForm(
-        request.POST or None, initial=initial, kind=kind, replacing=current is not None
+        request.POST or None, initial=initial, spec=spec, replacing=current is not None
     )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
             credentials.provider_speech_set(
                 workspace=scope.workspace, kind=kind, api_key=data["api_key"] or None,
-                url=data.get("url", ""),
+                url=data.get("url", ""), actor=actor_for_request(request),
             )  # fmt: skip
         except ValidationError as error:
             _put_errors(form, error)
         else:
-            messages.success(request, f"{Kind(kind).label}: saved. Test it below.")
+            messages.success(request, f"{spec.credential_label}: saved. Test it below.")
             return redirect(SECTION, scope.workspace.pk)
-    context = {"form": form, "current": current, "label": Kind(kind).label}
+    context = {"form": form, "current": current, "label": spec.credential_label}
     return render_page(request, scope, "dashboard/providers_speech.html", context, section=SECTION)
 
 
@@ -201,7 +211,7 @@ def test(request: HttpRequest, scope: Scope, credential_id: int) -> HttpResponse
     credential = credentials.provider_credential_get(
         workspace=scope.workspace, credential_id=credential_id
     )
-    result = provider_check(credential=credential)
+    result = provider_check(credential=credential, actor=actor_for_request(request))
     (messages.success if result.ok else messages.error)(request, result.message)
     return redirect(SECTION, scope.workspace.pk)
 
@@ -215,7 +225,9 @@ def delete(request: HttpRequest, scope: Scope, credential_id: int) -> HttpRespon
     )
 
     def act() -> str:
-        credentials.provider_credential_delete(credential=credential)
+        credentials.provider_credential_delete(
+            credential=credential, actor=actor_for_request(request)
+        )
         return f"{credential.get_kind_display()} {credential.name} deleted."
 
     context = {"credential": credential}

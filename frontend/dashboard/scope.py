@@ -28,14 +28,17 @@ NAV = (
     ("Agents", "dashboard:agents"),
     ("Playground", "dashboard:playground"),
     ("Sessions", "dashboard:sessions"),
+    ("Knowledge", "dashboard:knowledge"),
+    ("MCP servers", "dashboard:mcp"),
     ("Usage", "dashboard:usage"),
     ("Secrets", "dashboard:secrets"),
     ("Providers", "dashboard:providers"),
     ("Webhooks", "dashboard:webhooks"),
+    ("Phone", "dashboard:phone"),
     ("API keys", "dashboard:keys"),
     ("Members", "dashboard:members"),
 )
-OWNER_NAV = (*NAV, ("Audit log", "dashboard:audit"))
+OWNER_NAV = (*NAV, ("Retention", "dashboard:retention"), ("Audit log", "dashboard:audit"))
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,10 @@ def render_page(
     return render(request, template, page, status=status)
 
 
+class ActionRefused(Exception):
+    """A confirmed action that did not happen; its text says why and what to do."""
+
+
 def confirm_then(
     request: HttpRequest,
     scope: Scope,
@@ -134,8 +141,12 @@ def confirm_then(
     act: Callable[[], str],
 ) -> HttpResponse:
     """A destructive action: GET shows the confirmation page; POST runs ``act``, shows the
-    sentence it returns and goes back to the section's list."""
+    sentence it returns (or why it refused: ``ActionRefused``) and goes back to the
+    section's list."""
     if request.method == "POST":
-        messages.success(request, act())
+        try:
+            messages.success(request, act())
+        except ActionRefused as refused:
+            messages.error(request, str(refused))
         return redirect(section, scope.workspace.pk)
     return render_page(request, scope, template, context, section=section)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -21,13 +21,17 @@ from django.urls import path, re_path
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from engine.protocol import ToolStatus
 from frontend.dashboard.scope import Scope, render_page, workspace_page
 from frontend.dashboard.waterfall import Waterfall, format_ms, waterfall_for
+from knowledge_app import session_tool as knowledge_tool
+from postcall_app import analysis
+from realtime import control
 from secrets_app.audit import actor_for_request
-from sessions_app import control, selectors
+from sessions_app import selectors
 from sessions_app.close_reasons import close_reason_words, ended_normally
-from sessions_app.models import Agent, Session, ToolCallRecord, TurnRecord
-from sessions_app.orchestrator.usage import USAGE_FIELDS
+from sessions_app.models import Agent, Session, SessionAnalysis, ToolCallRecord, TurnRecord
+from sessions_app.usage_figures import RECORD_FIELDS
 
 PAGE_SIZE = 50
 STARTED_WITHIN = {
@@ -35,11 +39,11 @@ STARTED_WITHIN = {
     "7d": timedelta(days=7),
     "30d": timedelta(days=30),
 }
-TOOL_STATUS_BADGES = {
-    "completed": "green",
-    "failed": "red",
-    "timed_out": "amber",
-    "cancelled": "gray",
+TOOL_STATUS_BADGES: dict[str, str] = {
+    ToolStatus.COMPLETED: "green",
+    ToolStatus.FAILED: "red",
+    ToolStatus.TIMED_OUT: "amber",
+    ToolStatus.CANCELLED: "gray",
 }
 
 
@@ -182,6 +186,7 @@ class ToolCallView:
     arguments: str
     result: str
     badge: str
+    sources: list[dict[str, str]] = field(default_factory=list)  # a knowledge search's
 
     @property
     def duration(self) -> str:
@@ -220,6 +225,21 @@ def end(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
 
 
 @workspace_page
+@require_POST
+def analyse(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
+    scope.require_key_manager()
+    session = _session(scope, session_id)
+    try:
+        if session.ended_at is not None and analysis.analysis_request(session=session, rerun=True):
+            messages.success(request, "The session is being analysed again.")
+    except analysis.AnalysisBusy:
+        messages.info(request, "An analysis of this session is already pending.")
+    except analysis.AnalysisRefused as refused:
+        messages.error(request, str(refused))
+    return redirect("dashboard:session", scope.workspace.pk, session.public_id)
+
+
+@workspace_page
 def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
     control.sessions_sweep(workspace=scope.workspace)
     session = _session(scope, session_id)
@@ -229,6 +249,7 @@ def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
             arguments=pretty_json(call.arguments),
             result=pretty_text(call.result),
             badge=TOOL_STATUS_BADGES.get(call.status, "gray"),
+            sources=knowledge_tool.sources_in(call.name, call.result),
         )
         for call in session.tool_calls.all()
     ]
@@ -237,8 +258,12 @@ def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
         "row": SessionRow.of(session),
         "transcript": session.transcript.all(),
         "tool_calls": tool_calls,
+        "errors": session.errors.all(),
+        "analysis": SessionAnalysis.objects.filter(
+            session=session, workspace=scope.workspace
+        ).first(),
         "turns": [TurnView.of(record) for record in session.turns.all()],
-        "usage": {name: int((session.usage or {}).get(name, 0)) for name in USAGE_FIELDS},
+        "usage": {name: int((session.usage or {}).get(name, 0)) for name in RECORD_FIELDS},
     }
     return render_page(
         request, scope, "dashboard/session_detail.html", context, section="dashboard:sessions"
@@ -249,4 +274,9 @@ urlpatterns = [
     path("sessions/", index, name="sessions"),
     re_path(r"^sessions/(?P<session_id>[0-9a-fA-F-]{32,36})/$", detail, name="session"),
     re_path(r"^sessions/(?P<session_id>[0-9a-fA-F-]{32,36})/end/$", end, name="session-end"),
+    re_path(
+        r"^sessions/(?P<session_id>[0-9a-fA-F-]{32,36})/analyse/$",
+        analyse,
+        name="session-analyse",
+    ),
 ]

@@ -9,13 +9,18 @@ from frontend.dashboard import (
     agents,
     audit,
     keys,
+    knowledge,
+    mcp,
     members,
+    phones,
     playground,
     providers,
+    retention,
     secret_store,
     security,
     sessions,
     usage,
+    versions,
     webhooks,
 )
 
@@ -24,14 +29,19 @@ app_name = "dashboard"
 workspace_pages = [
     path("", accounts.workspace, name="workspace"),
     *agents.urlpatterns,
+    *versions.urlpatterns,
     *playground.urlpatterns,
     *sessions.urlpatterns,
     *usage.urlpatterns,
     *secret_store.urlpatterns,
     *providers.urlpatterns,
+    *knowledge.urlpatterns,
+    *mcp.urlpatterns,
     *webhooks.urlpatterns,
+    *phones.urlpatterns,
     *keys.urlpatterns,
     *members.urlpatterns,
+    *retention.urlpatterns,
     *audit.urlpatterns,
 ]
 

@@ -7,8 +7,9 @@ chart is inline SVG from ``usage_chart.py``'s geometry.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import date, timedelta
 
 from django import forms
 from django.http import HttpRequest, HttpResponse
@@ -17,7 +18,8 @@ from django.utils import timezone
 
 from frontend.dashboard.scope import Scope, render_page, workspace_page
 from frontend.dashboard.usage_chart import bar_chart
-from usage_app import quotas, selectors
+from secrets_app.audit import actor_for_request
+from usage_app import quotas, selectors, services
 from usage_app.selectors import COUNTED, UsageRow
 
 SECTION = "dashboard:usage"
@@ -27,6 +29,7 @@ DEFAULTS = {"days": "30", "group": "day", "metric": "llm_tokens"}
 CHART_METRICS: dict[str, tuple[str, Callable[[UsageRow], float]]] = {
     "llm_tokens": ("LLM tokens", lambda row: row.llm_tokens),
     "voice_minutes": ("Voice minutes", lambda row: row.figures["stt_audio_ms"] / 60_000),
+    "phone_minutes": ("Phone minutes", lambda row: row.figures["phone_call_ms"] / 60_000),
     "tts_characters": ("TTS characters", lambda row: row.figures["tts_characters"]),
     "tool_calls": ("Tool calls", lambda row: row.tool_calls),
     "sessions": ("Sessions", lambda row: row.figures["sessions"]),
@@ -105,9 +108,13 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
 def export(request: HttpRequest, scope: Scope) -> HttpResponse:
     """The table as CSV, one row per day or agent, every figure in its own column."""
     group, rows, start, end = _report(scope, UsageForm(request.GET or None, initial=DEFAULTS))
+    services.usage_exported(
+        workspace=scope.workspace, actor=actor_for_request(request),
+        start=date.fromisoformat(start), end=date.fromisoformat(end), group_by=group,
+    )  # fmt: skip
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="usage-{start}-{end}-{group}.csv"'
-    writer = csv.writer(response)
+    writer = csv.writer(response, quoting=csv.QUOTE_NONNUMERIC)  # every text cell quoted
     head = ["day"] if group == "day" else ["agent", "agent_name"]
     writer.writerow([*head, *COUNTED])
     for row in rows:
@@ -116,9 +123,22 @@ def export(request: HttpRequest, scope: Scope) -> HttpResponse:
     return response
 
 
+# OWASP's CSV injection rules. A spreadsheet runs a cell that begins with one of these as a
+# formula. A cell may also begin inside our text: where the list separator is ";" (much of
+# Europe) a "," file is split at every ";", quotes notwithstanding (a quote only opens a
+# field at its start), and a line break, a tab or a "," can start a cell in other readers.
+FORMULA_STARTS = "=+-@\t\r"
+SEPARATORS = ",;\t\r\n"
+_CELL_STARTS = re.compile(f"(?<=[{re.escape(SEPARATORS)}])(?=[{re.escape(FORMULA_STARTS)}])")
+
+
 def _cell(text: str) -> str:
-    # A name starting with =, +, - or @ would be run as a formula by spreadsheet programs.
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+    """A text cell every spreadsheet reads as text, in every locale: one that begins with a
+    formula character or holds a separator is prefixed with ', and so is every place in it
+    where a separator is followed by a formula character (the writer quotes every text cell)."""
+    if not (text.startswith(tuple(FORMULA_STARTS)) or any(c in text for c in SEPARATORS)):
+        return text
+    return "'" + _CELL_STARTS.sub("'", text)
 
 
 urlpatterns = [

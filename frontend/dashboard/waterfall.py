@@ -173,6 +173,8 @@ def timeline_from_durations(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     if first_audio is not None:
         entries.append({"stage": "first_audio", "startMs": first_audio, "endMs": first_audio})
     if (turn_ms := _duration(metrics.get("turnMs"))) is not None:
+        # Records from before timelines counted turnMs from the final transcript (since
+        # then it counts from the user's last word, like firstAudioMs).
         entries.append({"stage": "turn", "startMs": 0.0, "endMs": speech_ms + turn_ms})
     return entries
 

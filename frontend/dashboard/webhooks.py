@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -17,7 +18,9 @@ from django.shortcuts import redirect
 from django.urls import path
 from django.views.decorators.http import require_http_methods, require_POST
 
+from core import outbound
 from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace_page
+from secrets_app.audit import actor_for_request
 from webhooks_app import selectors, services
 from webhooks_app.models import EventType, WebhookDelivery, WebhookEndpoint
 
@@ -35,7 +38,7 @@ class EndpointForm(forms.Form):
         label="Endpoint URL",
         max_length=500,
         widget=forms.URLInput(attrs={"placeholder": "https://api.example.com/voice-webhooks"}),
-        help_text="Your server's URL. Events are POSTed as JSON, signed; public addresses only.",
+        help_text="Your server's URL. Events are POSTed as JSON, signed.",
     )
     description = forms.CharField(max_length=200, required=False)
     events = forms.MultipleChoiceField(
@@ -45,6 +48,7 @@ class EndpointForm(forms.Form):
 
     def __init__(self, *args: Any, existing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["url"].help_text += " " + outbound.rule_in_words()
         if existing:  # a new URL would need a new secret: make a new endpoint instead
             self.fields["url"].disabled = True
         else:
@@ -84,6 +88,7 @@ def create(request: HttpRequest, scope: Scope) -> HttpResponse:
                 url=data["url"],
                 events=data["events"],
                 description=data["description"],
+                actor=actor_for_request(request),
             )
         except ValidationError as error:
             _put_errors(form, error)
@@ -120,7 +125,7 @@ def detail(request: HttpRequest, scope: Scope, endpoint_id: int) -> HttpResponse
             data = form.cleaned_data
             services.endpoint_update(
                 endpoint=endpoint, events=data["events"], enabled=data["enabled"],
-                description=data["description"],
+                description=data["description"], actor=actor_for_request(request),
             )  # fmt: skip
             messages.success(request, "Endpoint updated.")
             return redirect("dashboard:webhook", scope.workspace.pk, endpoint.pk)
@@ -133,6 +138,7 @@ def detail(request: HttpRequest, scope: Scope, endpoint_id: int) -> HttpResponse
         "form": form,
         "deliveries": deliveries,
         "can_manage": scope.can_manage_keys,
+        "disable_after": settings.WEBHOOK_DISABLE_AFTER_FAILURES,
     }
     return render_page(request, scope, "dashboard/webhook_detail.html", context, section=SECTION)
 
@@ -149,7 +155,7 @@ def redeliver(
     if delivery.status in (WebhookDelivery.Status.PENDING, WebhookDelivery.Status.RETRYING):
         messages.info(request, f"Event {delivery.event_id} is still being retried; nothing more.")
     else:
-        services.delivery_redeliver(delivery=delivery)
+        services.delivery_redeliver(delivery=delivery, actor=actor_for_request(request))
         messages.success(request, f"Event {delivery.event_id} is being sent again.")
     return redirect("dashboard:webhook", scope.workspace.pk, endpoint_id)
 
@@ -161,7 +167,7 @@ def delete(request: HttpRequest, scope: Scope, endpoint_id: int) -> HttpResponse
     endpoint = _endpoint(scope, endpoint_id)
 
     def act() -> str:
-        services.endpoint_delete(endpoint=endpoint)
+        services.endpoint_delete(endpoint=endpoint, actor=actor_for_request(request))
         return f"Endpoint {endpoint.url} deleted; it receives nothing more."
 
     context = {"endpoint": endpoint}

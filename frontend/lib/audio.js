@@ -90,6 +90,9 @@ export class AudioIO {
     }
     const stream = await navigator.mediaDevices.getUserMedia(MIC_CONSTRAINTS);
     this.#stream = stream;
+    // A page that records may play sound (Chromium, Firefox and Safari all allow it once
+    // capture is on): the context held since Start starts now, no click needed.
+    if (!this.running && !this.#closed) this.#context.resume().catch(() => {});
     await this.#loaded;
     if (this.#closed) return stopTracks(stream);
     const source = this.#context.createMediaStreamSource(stream);

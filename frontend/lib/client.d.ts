@@ -1,4 +1,14 @@
 // Types for https://PLATFORM/client.js (the voice agent browser library).
+// The protocol's names (event types, error and close codes, tool statuses) are generated
+// from the server's (protocol-generated.d.ts, `manage.py protocol_js`).
+
+import type {
+  ErrorCode,
+  ServerEventType,
+  ToolStatus as WireToolStatus,
+} from "./protocol-generated.js";
+
+export type { CloseCode, ErrorCode, ServerEventType } from "./protocol-generated.js";
 
 /** The conversation's state. "idle" only before `start()`. */
 export type Status =
@@ -68,7 +78,7 @@ export interface SessionOptions {
   instructions?: string;
   greeting?: string;
   voice?: string;
-  /** {{name}} values for the instructions and greeting. */
+  /** {{name}} values for the instructions and greeting. With a session token, only the names in the token's `page_variables` (the token's own variables are fixed). */
   variables?: Record<string, string>;
   /** Default "voice". */
   mode?: "voice" | "text";
@@ -95,9 +105,11 @@ export interface VoiceAgentOptions extends SessionOptions {
 }
 
 export interface Message {
-  /** Stable within a conversation (a key for lists). */
+  /** Stable within a conversation (a key for lists); -1 for the React hook's notice. */
   id: number;
-  role: "user" | "assistant";
+  /** "notice": only in the React hook's `messages` (see `UseVoiceAgentOptions.notices`):
+   *  the error or hint that holds, in words, as the last entry. */
+  role: "user" | "assistant" | "notice";
   text: string;
   /** false while the assistant's reply streams. */
   final: boolean;
@@ -105,21 +117,40 @@ export interface Message {
   interrupted?: boolean;
   /** The tools this reply used, like `["Using get_weather"]` (assistant messages). */
   steps?: readonly string[];
+  /** A notice's error code (`audio_blocked`, `inline_config_refused`, …). */
+  code?: string;
 }
 
 export interface AgentError {
   /** The server's code (`invalid_key`, `stt_failed`, …) or the library's own:
    *  `microphone_denied`, `microphone_unavailable`, `microphone_insecure`, `audio_unavailable`,
    *  `audio_blocked` (the browser waits for a click), `file_page` (opened from file://),
-   *  `connection_lost`, `connection_failed`. */
-  code: string;
+   *  `connection_lost`, `connection_failed`, `react_not_found` (react.js found no React).
+   *  Every error is also written to the browser's console (console.error when it ends the
+   *  conversation, console.warn otherwise). */
+  code: ErrorCode | LibraryErrorCode;
   /** The technical message (may be ""). */
   message: string;
   /** Words a person understands; shown by the default UI. */
   readable: string;
 }
 
-export type ToolStatus = "started" | "called" | "completed" | "failed" | "timed_out" | "cancelled";
+/** The library's own error codes, beside the server's (`ErrorCode`). */
+export type LibraryErrorCode =
+  | "microphone_denied"
+  | "microphone_unavailable"
+  | "microphone_insecure"
+  | "audio_unavailable"
+  | "audio_blocked"
+  | "file_page"
+  | "connection_lost"
+  | "connection_failed"
+  | "react_not_found"
+  | "refused"
+  | "error";
+
+/** A tool call's status as the server sends it, or "called" (this page was asked to run it). */
+export type ToolStatus = WireToolStatus | "called";
 
 export interface ToolEvent {
   callId: string;
@@ -131,7 +162,7 @@ export interface ToolEvent {
 
 /** A server event as it arrived (README, "The realtime protocol (v1)"). */
 export interface ServerEvent {
-  type: string;
+  type: ServerEventType;
   seq: number;
   ts: number;
   [field: string]: unknown;

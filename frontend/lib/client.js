@@ -5,7 +5,7 @@
 //
 // Everything else (connection, audio, tools, state) lives in core.js.
 
-import { AgentSession, readableError } from "./core.js";
+import { AgentSession, noticesOf, readableError } from "./core.js";
 import { LIBRARY_URL } from "./location.js";
 
 export { AgentSession, readableError };
@@ -198,7 +198,9 @@ export function mountDefaultUI(container, agent) {
     root.dataset.status = state.status;
     status.textContent = STATUS_TEXT[state.status] ?? "";
     if (partial.textContent !== state.transcript) partial.textContent = state.transcript;
-    error.textContent = state.error?.readable ?? "";
+    error.textContent = noticesOf(state)
+      .map((notice) => notice.readable)
+      .join(" ");
     const live = !["idle", "stopped", "error"].includes(state.status);
     start.hidden = live || state.error?.code === "file_page";
     start.textContent = state.status === "idle" ? "Start" : "Start again";

@@ -1,9 +1,16 @@
 // One conversation's socket: configure or resume, seq de-duplication, backoff, keep-alive.
 
 import { FATAL_ERRORS, REFUSAL_CLOSE_CODES } from "./errors.js";
+import { CLIENT_MESSAGES as MESSAGE, CLOSE_CODES as CLOSE, SERVER_EVENTS as EVENT } from "./protocol-generated.js";
 
 const RETRY_DELAYS_MS = [500, 1000, 2000, 4000, 8000, 10000];
 const KEEPALIVE_MS = 25000; // a ping when nothing else was sent, for idle proxies
+// Microphone audio kept while the session is not ready yet (from Start to `ready`, or
+// while a dropped connection resumes): at most 5 s of PCM16 at 16 kHz, the oldest dropped
+// past it. It goes out at once when the session is ready, in messages of at most 1 s; the
+// platform's audio burst allowance (10 s, docs/limits.md) takes it.
+export const EARLY_AUDIO_MAX_BYTES = 5 * 16000 * 2;
+const EARLY_AUDIO_MESSAGE_BYTES = 16000 * 2;
 
 
 /**
@@ -24,10 +31,13 @@ export class Connection {
   #established = false; // configure or resume sent on this socket
   #audioOpen = false; // the server takes microphone audio on this socket
   #outbox = [];
+  #earlyAudio = []; // microphone frames from before the session was ready
+  #earlyAudioBytes = 0;
   #retryTimer = null;
   #keepAlive = null;
   #lastSentAt = 0;
   #closed = false;
+  #moved = null; // the socket a `reconnect` left, closed once the new one has resumed
 
   /**
    * @param {object} o
@@ -93,20 +103,57 @@ export class Connection {
     return false;
   }
 
+  /** Sends a microphone frame, or keeps it (bounded) until the session is ready. */
   sendAudio(pcm) {
+    if (this.#closed) return;
     if (this.#audioOpen && this.#socket?.readyState === WebSocket.OPEN) {
       this.#socket.send(pcm);
       this.#lastSentAt = Date.now();
+      return;
     }
+    this.#earlyAudio.push(pcm);
+    this.#earlyAudioBytes += pcm.byteLength;
+    while (this.#earlyAudioBytes > EARLY_AUDIO_MAX_BYTES) {
+      this.#earlyAudioBytes -= this.#earlyAudio.shift().byteLength;
+    }
+  }
+
+  /** What the microphone said before the session was ready, in messages of at most 1 s. */
+  #sendEarlyAudio() {
+    const frames = this.#earlyAudio.splice(0);
+    this.#earlyAudioBytes = 0;
+    let chunk = [];
+    let size = 0;
+    const flush = () => {
+      if (!size) return;
+      const joined = new Uint8Array(size);
+      let at = 0;
+      for (const frame of chunk) {
+        joined.set(new Uint8Array(frame), at);
+        at += frame.byteLength;
+      }
+      this.#socket.send(joined.buffer);
+      chunk = [];
+      size = 0;
+    };
+    for (const frame of frames) {
+      if (size + frame.byteLength > EARLY_AUDIO_MESSAGE_BYTES) flush();
+      chunk.push(frame);
+      size += frame.byteLength;
+    }
+    flush();
+    this.#lastSentAt = Date.now();
   }
 
   close() {
     this.#closed = true;
+    this.#earlyAudio = [];
+    this.#earlyAudioBytes = 0;
     clearTimeout(this.#retryTimer);
     clearInterval(this.#keepAlive);
     const socket = this.#socket;
     this.#socket = null;
-    if (socket && socket.readyState <= WebSocket.OPEN) socket.close(1000, "stopped");
+    if (socket && socket.readyState <= WebSocket.OPEN) socket.close(CLOSE.NORMAL, "stopped");
   }
 
   #transmit(message) {
@@ -118,7 +165,7 @@ export class Connection {
     let first;
     if (this.#sessionId && this.#resumeToken) {
       const [sessionId, resumeToken, lastSeq] = [this.#sessionId, this.#resumeToken, this.#lastSeq];
-      first = { type: "resume", sessionId, resumeToken, lastSeq };
+      first = { type: MESSAGE.RESUME, sessionId, resumeToken, lastSeq };
       this.#resuming = true;
     } else {
       first = await this.#configure();
@@ -129,12 +176,13 @@ export class Connection {
     this.#established = true;
     this.#audioOpen = this.#resuming;
     for (const message of this.#outbox.splice(0)) this.#transmit(message);
+    if (this.#audioOpen) this.#sendEarlyAudio();
     clearInterval(this.#keepAlive);
     this.#keepAlive = setInterval(() => {
       if (Date.now() - this.#lastSentAt < KEEPALIVE_MS) return;
-      this.send({ type: "ping", t: Date.now() }, { queue: false });
+      this.send({ type: MESSAGE.PING, t: Date.now() }, { queue: false });
     }, KEEPALIVE_MS / 5);
-    if (this.#resuming) this.#transmit({ type: "ping", t: Date.now() }); // its pong confirms the resume
+    if (this.#resuming) this.#transmit({ type: MESSAGE.PING, t: Date.now() }); // its pong confirms the resume
   }
 
   #received(socket, data) {
@@ -152,21 +200,39 @@ export class Connection {
     }
     const resuming = this.#resuming;
     const fresh = this.#fresh(event);
-    if (resuming && !this.#resuming) this.#handlers.onResumed();
+    if (resuming && !this.#resuming) {
+      this.#handlers.onResumed();
+      this.#moved?.close(CLOSE.NORMAL, "moved"); // the session lives on this socket now
+      this.#moved = null;
+    }
     if (!fresh) return;
-    if (event.type === "ready") {
+    if (event.type === EVENT.READY) {
       this.#sessionId = event.sessionId;
       this.#resumeToken = event.resumeToken;
       this.#everReady = this.#audioOpen = true;
       this.#attempts = 0;
+      this.#sendEarlyAudio(); // the user's first words, spoken while the session started
     }
     this.#handlers.onEvent(event);
+    if (event.type === EVENT.RECONNECT) this.#move();
+  }
+
+  /**
+   * The platform's process is shutting down (a deploy): open a new socket now, which
+   * resumes on another process. The old socket's frames and close are ignored from now on;
+   * it is closed once the new one has resumed (the old process has handed the session over).
+   */
+  #move() {
+    this.#moved = this.#socket;
+    clearInterval(this.#keepAlive);
+    this.#attempts = 0;
+    this.open();
   }
 
   /** Whether `event` is new; updates lastSeq. Anything but an error confirms a resume. */
   #fresh(event) {
     const resuming = this.#resuming;
-    if (event.type !== "error") {
+    if (event.type !== EVENT.ERROR) {
       this.#resuming = false;
       if (resuming) this.#attempts = 0;
     }
@@ -176,7 +242,7 @@ export class Connection {
       return true;
     }
     // A refused resume answers on a fresh sequence: its error is new even with a low seq.
-    return resuming && event.type === "error" && FATAL_ERRORS.has(event.code);
+    return resuming && event.type === EVENT.ERROR && FATAL_ERRORS.has(event.code);
   }
 
   #socketClosed(socket, code) {

@@ -2,7 +2,7 @@
 // Parts: errors.js (readable errors), events.js (emitter, store), config.js (what
 // `configure` sends), connection.js (socket, resume, backoff), audio.js (worklets).
 //
-// Wire protocol: README "The realtime protocol (v1)".
+// Wire protocol: docs/protocol.md, "The realtime protocol (v1)".
 
 import { AudioIO, microphoneErrorCode } from "./audio.js";
 import {
@@ -15,11 +15,16 @@ import {
   withoutUndefined,
 } from "./config.js";
 import { Connection } from "./connection.js";
-import { errorInfo, FATAL_ERRORS, READABLE } from "./errors.js";
+import { errorInfo, FATAL_ERRORS, logError, READABLE, withPlatformLinks } from "./errors.js";
 import { LIBRARY_URL } from "./location.js";
 import { Emitter, Store } from "./events.js";
+import {
+  CLIENT_MESSAGES as MESSAGE,
+  SERVER_EVENTS as EVENT,
+  TOOL_STATUSES as TOOL_STATUS,
+} from "./protocol-generated.js";
 
-export { readableError } from "./errors.js";
+export { noticesOf, readableError } from "./errors.js";
 export { functionSource, toolDeclarations } from "./config.js";
 export { Emitter, Store } from "./events.js";
 
@@ -185,7 +190,7 @@ export class AgentSession extends Emitter {
     if (!this.#running || !this.#connection) return;
     const playedMs = this.#audio ? Math.round((this.#playedSamples * 1000) / this.#ttsRate) : undefined;
     this.#interruptReply();
-    if (this.#connection.send(withoutUndefined({ type: "cancel", playedMs }), { queue: false })) {
+    if (this.#connection.send(withoutUndefined({ type: MESSAGE.CANCEL, playedMs }), { queue: false })) {
       this.#dropAudio = true;
     }
     this.#awaitingAudio = false;
@@ -196,7 +201,7 @@ export class AgentSession extends Emitter {
   reset() {
     if (!this.#running) return;
     this.#flushPlayback();
-    if (this.#connection.send({ type: "reset" })) this.#dropAudio = true;
+    if (this.#connection.send({ type: MESSAGE.RESET })) this.#dropAudio = true;
     this.#clearConversation();
   }
 
@@ -204,7 +209,7 @@ export class AgentSession extends Emitter {
   sendText(text) {
     const value = String(text ?? "").trim();
     if (!value || !this.#running) return;
-    this.#connection.send({ type: "text", text: value });
+    this.#connection.send({ type: MESSAGE.TEXT, text: value });
   }
 
   /**
@@ -216,7 +221,7 @@ export class AgentSession extends Emitter {
     const values = stringValues(variables);
     this.#options.variables = { ...this.#options.variables, ...values };
     if (!this.#running) return;
-    this.#connection.send(withoutUndefined({ type: "context", variables: values, text: note }));
+    this.#connection.send(withoutUndefined({ type: MESSAGE.CONTEXT, variables: values, text: note }));
   }
 
   // ------------------------------------------------------------ setup
@@ -273,7 +278,7 @@ export class AgentSession extends Emitter {
       if (audio === this.#audio) this.#setAudio(audioReady ? "on" : "blocked");
     }
     return withoutUndefined({
-      type: "configure",
+      type: MESSAGE.CONFIGURE,
       instructions: o.instructions,
       greeting: o.greeting,
       voice: o.voice,
@@ -288,7 +293,7 @@ export class AgentSession extends Emitter {
     this.#setAudio("on");
     if (this.#audioReported || !this.#connection) return;
     this.#audioReported = true;
-    this.#connection.send({ type: "audio_ready" });
+    this.#connection.send({ type: MESSAGE.AUDIO_READY });
   }
 
   #shutdown({ failed = false } = {}) {
@@ -339,62 +344,64 @@ export class AgentSession extends Emitter {
 
   #onRefused(code, closeCode) {
     if (this.#failed || !this.#running) return; // the error event said why already
-    this.#reportError(errorInfo(code, `the platform closed the connection (${closeCode})`), { fatal: true });
+    const error = { ...errorInfo(code), message: `the platform closed the connection (${closeCode})` };
+    this.#reportError(error, { fatal: true });
     this.#shutdown({ failed: true });
   }
 
   #onEvent(event) {
     this.emit("event", event);
     switch (event.type) {
-      case "ready":
+      case EVENT.READY:
+        if (event.notice?.message) console.warn(`voice agent: ${event.notice.message}`);
         this.#ttsRate = event.ttsSampleRate ?? DEFAULT_TTS_RATE;
         this.#sessionReady = true;
         this.#onConnected();
         break;
-      case "greeting":
+      case EVENT.GREETING:
         this.#beginReply();
         this.#addMessage("assistant", event.text ?? "", true);
         break;
-      case "transcript":
+      case EVENT.TRANSCRIPT:
         this.#store.update({ transcript: event.text ?? "" });
         this.emit("transcript", { text: event.text ?? "", final: false });
         break;
-      case "turn":
+      case EVENT.TURN:
         this.#onTurn(event.text ?? "");
         break;
-      case "thinking":
+      case EVENT.THINKING:
         this.#setPhase("thinking");
         break;
-      case "chat_delta":
+      case EVENT.CHAT_DELTA:
         this.#streamAssistant(event.text ?? "");
         if (this.#phase === "idle") this.#setPhase("thinking"); // e.g. a reply resumed mid-way
         break;
-      case "chat":
+      case EVENT.CHAT:
         this.#onChat(event.text ?? "", event.steps);
         break;
-      case "tool_status":
+      case EVENT.TOOL_STATUS:
         this.#onToolStatus(event);
         break;
-      case "tool_call":
+      case EVENT.TOOL_CALL:
         this.emit("tool", { ...pick(event, "callId", "name"), status: "called", arguments: event.arguments });
         this.#runClientTool(event);
         break;
-      case "tts_done":
-      case "metrics":
-        if (event.type === "metrics") this.emit("metrics", event);
+      case EVENT.TTS_DONE:
+      case EVENT.METRICS:
+        if (event.type === EVENT.METRICS) this.emit("metrics", event);
         this.#awaitingAudio = false;
         if (!this.#playing) this.#setPhase("idle");
         break;
-      case "cancelled":
+      case EVENT.CANCELLED:
         this.#interruptReply();
         this.#dropAudio = false;
         this.#setPhase("idle");
         break;
-      case "reset":
+      case EVENT.RESET:
         this.#dropAudio = false;
         this.#clearConversation();
         break;
-      case "error":
+      case EVENT.ERROR:
         this.#onServerError(event);
         break;
     }
@@ -402,17 +409,18 @@ export class AgentSession extends Emitter {
   }
 
   #onServerError({ code = "error", message = "" }) {
-    const error = errorInfo(code, message);
+    const error = errorInfo(code, withPlatformLinks(message, this.#options.platformUrl));
     // Before the first `ready`, any error means the settings were refused: nothing would follow.
     const fatal = FATAL_ERRORS.has(code) || !this.#sessionReady;
     if (!this.#sessionReady && !READABLE[code]) {
-      error.readable = `The voice platform refused this page's agent settings: ${message}`;
+      error.readable = `The voice platform refused this page's agent settings: ${error.message}`;
     }
     this.#reportError(error, { fatal });
     if (fatal) this.#shutdown({ failed: true });
   }
 
   #reportError(error, { fatal = false } = {}) {
+    logError(error, fatal);
     this.#store.update({ error: { ...error, fatal } });
     this.emit("error", error);
   }
@@ -491,7 +499,7 @@ export class AgentSession extends Emitter {
   // ------------------------------------------------------------ tools
 
   #onToolStatus({ callId, name, status }) {
-    if (status !== "started") this.#pendingCalls.delete(callId); // cancelled or timed out: too late
+    if (status !== TOOL_STATUS.STARTED) this.#pendingCalls.delete(callId); // cancelled or timed out: too late
     else this.#addStep(callId, name);
     this.emit("tool", { callId, name, status });
   }
@@ -516,11 +524,11 @@ export class AgentSession extends Emitter {
       const tool = this.#options.clientTools?.[name];
       if (typeof tool?.run !== "function") throw new Error(`this page has no client tool named ${name}`);
       const result = await tool.run(args ?? {}, { callId, name });
-      reply = { type: "tool_result", callId, result: result === undefined ? null : result };
+      reply = { type: MESSAGE.TOOL_RESULT, callId, result: result === undefined ? null : result };
       JSON.stringify(reply); // a cycle or a BigInt becomes the tool's error below
     } catch (error) {
       const text = String(error?.message || error).slice(0, ERROR_TEXT_MAX);
-      reply = { type: "tool_result", callId, error: text || "the tool failed" };
+      reply = { type: MESSAGE.TOOL_RESULT, callId, error: text || "the tool failed" };
     }
     if (this.#pendingCalls.delete(callId)) this.#connection?.send(reply);
   }

@@ -3,14 +3,21 @@
 //
 // The hook reads the core's store through useSyncExternalStore, connects on mount and
 // stops on unmount.
+//
+// An app that renders only `state` and `messages` (the seed's App) still shows why nothing
+// happens: while a hint or an error holds ("click to start the audio", a refused key, a
+// denied microphone), `messages` ends with entries of role "notice" saying it in words.
+// `notices: false` leaves them out, for an app that renders `error` itself.
 
-import { AgentSession, toolDeclarations } from "./core.js";
+import { AgentSession, noticesOf, toolDeclarations } from "./core.js";
 import { LIBRARY_URL } from "./location.js";
 
 const PLATFORM_URL = new URL(LIBRARY_URL).origin;
 const CONFIG_FIELDS = ["agent", "instructions", "greeting", "voice", "mode"];
 const HOOKS_USED = ["useSyncExternalStore", "useEffect", "useRef", "useMemo"];
 const hooks = new WeakMap(); // React → its useVoiceAgent
+// Notices' message ids count down from -1 (conversation messages count up from 1).
+export const NOTICE_ID = -1;
 
 /**
  * Builds `useVoiceAgent` on the given React (which needs useSyncExternalStore, i.e. React 18+).
@@ -42,6 +49,15 @@ function sessionOptions(options) {
   };
 }
 
+/** The conversation, with the hints and errors that hold as last "notice" entries. */
+export function withNotices(messages, notices) {
+  if (!notices.length) return messages;
+  const entries = notices.map(({ code, readable }, index) =>
+    Object.freeze({ id: NOTICE_ID - index, role: "notice", text: readable, final: true, code }),
+  );
+  return Object.freeze([...messages, ...entries]);
+}
+
 /** What makes a new conversation: all but variables (sent as context) and `run` functions. */
 function sessionKey(settings) {
   const { apiKey, token, platformUrl, agent, instructions, greeting, voice, mode, bargeIn } = settings;
@@ -62,6 +78,11 @@ function createHook(React) {
     session.clientTools = settings.clientTools; // the latest closures run
 
     const state = useSyncExternalStore(session.subscribe, session.getSnapshot, session.getSnapshot);
+    const notices = options.notices !== false;
+    const messages = useMemo(
+      () => (notices ? withNotices(state.messages, noticesOf(state)) : state.messages),
+      [notices, state.messages, state.error, state.audio],
+    );
 
     useEffect(() => {
       session.start();
@@ -90,11 +111,12 @@ function createHook(React) {
 
     return {
       state: state.status,
-      messages: state.messages,
+      messages,
       transcript: state.transcript,
       error: state.error,
       microphone: state.microphone,
       audio: state.audio,
+      needsClick: state.audio === "blocked",
       ...actions,
       agent: session,
     };

@@ -43,6 +43,11 @@ export interface UseVoiceAgentOptions {
   /** Default: the origin react.js was loaded from. */
   platformUrl?: string;
   bargeIn?: boolean | BargeInOptions;
+  /** Default true: while an error or a hint holds (a refused key, "click anywhere on the
+   *  page to start the audio", a denied microphone), `messages` ends with one entry of role
+   *  "notice" saying it in words, so an app that renders only `messages` shows it. false:
+   *  left out, for an app that renders `error` itself. */
+  notices?: boolean;
 }
 
 export interface UseVoiceAgentResult {
@@ -54,6 +59,9 @@ export interface UseVoiceAgentResult {
   microphone: "off" | "pending" | "on" | "denied" | "unavailable";
   /** "blocked": the browser waits for a click before it plays sound or records. */
   audio: "off" | "blocked" | "on";
+  /** The browser holds sound and microphone until the user clicks anywhere on the page
+   *  (`audio === "blocked"`); a click starts them, nothing else is needed. */
+  needsClick: boolean;
   cancel(): void;
   reset(): void;
   sendText(text: string): void;
@@ -61,8 +69,9 @@ export interface UseVoiceAgentResult {
   /** Connects again after `stop()` (a new conversation); mounting already starts one. */
   start(): void;
   stop(): void;
-  /** The underlying session, e.g. for `agent.on("metrics", …)`. */
-  agent: AgentSession;
+  /** The underlying session, e.g. for `agent.on("metrics", …)`; null only when the hook
+   *  found no React (state "error", error code `react_not_found`). */
+  agent: AgentSession | null;
 }
 
 export type UseVoiceAgent = (options: UseVoiceAgentOptions) => UseVoiceAgentResult;

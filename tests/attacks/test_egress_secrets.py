@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from egress.client import EgressDenied, EgressPolicy, FetchRequest, fetch
+from egress.secret_refs import SecretBinding, make_reference
 from tests.fakes.egress_server import EgressTestServer, RecordedRequest, respond
 from tests.tools_app.test_egress import WEATHER, WEATHER_DNS, FakeResolver, local, weather
-from tools_app.egress import EgressFailed, EgressPolicy, FetchRequest, fetch
-from tools_app.secret_refs import SecretBinding, make_reference
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ async def test_a_large_body_costs_the_parent_little_cpu_whatever_the_secrets() -
     body = "x" * (8 * 1024 * 1024)  # a handler makes this in a few ms (heap: 64 MB)
     policy = EgressPolicy(timeout_s=1.0)
     started = time.process_time()
-    with pytest.raises(EgressFailed):  # nowhere to go: all the cost is before DNS
+    with pytest.raises(EgressDenied):  # nowhere to go: all the cost is before DNS
         await fetch(
             FetchRequest("http://nowhere.invalid/", method="POST", body=body),
             policy=policy,

@@ -15,6 +15,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -30,8 +31,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer
 from tests.fakes.egress_server import EgressTestServer, respond
-from tests.fakes.openai_server import FakeOpenAIServer
 from tests.speech import SPOKEN
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -165,6 +166,20 @@ class Platform:
     url: str
     publishable_key: str
     secret_key: str
+    log: Path | None = None  # daphne's output: the console mail backend writes mail there
+
+    def mailed_link(self, to: str, path: str, timeout_s: float = 10) -> str:
+        """The newest link to ``path`` in a mail to ``to`` (the console backend's output)."""
+        assert self.log is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = self.log.read_text()
+            mail = text[text.rfind(f"To: {to}") :] if f"To: {to}" in text else ""
+            found = re.search(rf"https?://\S+({re.escape(path)}\S+)", mail)
+            if found:
+                return found[1]
+            assert time.monotonic() < deadline, f"no mail to {to} with {path}"
+            time.sleep(0.1)
 
     def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         response = httpx.request(
@@ -200,8 +215,8 @@ def platform(
         TTS_PROVIDER="local",
         LLM_BASE_URL=llm.server.base_url,
         LLM_API_KEY="browser-test-llm-key",
-        SANDBOX_EGRESS_ALLOW_PRIVATE="true",
-        SANDBOX_EGRESS_PORTS=f"80,443,{weather_api.port}",
+        DEV_ALLOW_PRIVATE_EGRESS="true",
+        EGRESS_PORTS=f"80,443,{weather_api.port}",
     )
     _manage(env, "migrate", "--noinput", "-v", "0")
     keys = json.loads(
@@ -233,7 +248,7 @@ def platform(
         assert time.monotonic() < deadline, "daphne did not start"
         time.sleep(0.2)
     try:
-        yield Platform(url, keys["publishable_key"], keys["secret_key"])
+        yield Platform(url, keys["publishable_key"], keys["secret_key"], var / "daphne.log")
     finally:
         process.terminate()
         process.wait(10)
@@ -273,23 +288,31 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pages]:
     server.shutdown()
 
 
-@pytest.fixture(scope="session")
-def speech_wav(tmp_path_factory: pytest.TempPathFactory, loop_thread: LoopThread) -> Path:
-    """The microphone: 1 s of silence, the question in the offline voice, 2 s of silence."""
-    from sessions_app.providers.tts_local import LocalTTS
+def microphone_wav(
+    directory: Path, loop_thread: LoopThread, *, silence_before_s: float, name: str = "speech.wav"
+) -> Path:
+    """A fake microphone's file: silence, SPOKEN in the offline voice, then 2 s of silence."""
+    from engine.providers.tts.local.adapter import LocalTTS
 
     async def speak() -> bytes:
         return b"".join([chunk async for chunk in LocalTTS().synthesize(SPOKEN)])
 
     # (on the fakes' loop: Playwright's sync API keeps a loop running on this thread)
-    pcm = b"\0" * 48_000 + loop_thread.run(speak()) + b"\0" * 96_000
-    path = tmp_path_factory.mktemp("mic") / "speech.wav"
+    before = b"\0\0" * round(24_000 * silence_before_s)
+    pcm = before + loop_thread.run(speak()) + b"\0" * 96_000
+    path = directory / name
     with wave.open(str(path), "wb") as wav:
         wav.setnchannels(1)
         wav.setsampwidth(2)
         wav.setframerate(24_000)
         wav.writeframes(pcm)
     return path
+
+
+@pytest.fixture(scope="session")
+def speech_wav(tmp_path_factory: pytest.TempPathFactory, loop_thread: LoopThread) -> Path:
+    """The microphone: 1 s of silence, the question in the offline voice, 2 s of silence."""
+    return microphone_wav(tmp_path_factory.mktemp("mic"), loop_thread, silence_before_s=1.0)
 
 
 @pytest.fixture(scope="module")
@@ -313,9 +336,11 @@ def launch_with_microphone(
     playwright_instance: Any, speech_wav: Path, *, autoplay: bool = True
 ) -> Any:
     """Chromium whose microphone says SPOKEN once, with permission granted. ``autoplay``
-    False: no sound before the user clicks, always (Chromium's default rule has exceptions
-    for sites it saw play before, which would make a test depend on the ones before it)."""
-    strict = "--autoplay-policy=user-gesture-required"
+    False: Chromium's own default rule, named (``document-user-activation-required``: no
+    sound before the user interacts with the page; a fresh profile has no sites it saw play
+    before, whose exceptions would make a test depend on the ones before it). The older
+    ``user-gesture-required`` does not hold an AudioContext back at all."""
+    strict = "--autoplay-policy=document-user-activation-required"
     args = [a if "autoplay" not in a or autoplay else strict for a in CHROMIUM_ARGS]
     return playwright_instance.chromium.launch(
         executable_path=CHROMIUM,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import WEATHER_TOKEN, Platform, ThreadedLLM, WeatherApi
-from tests.fakes.openai_server import Done, Finish, text_reply, tool_call
+from tests.engine.providers.llm.openai.fake_server import Done, Finish, text_reply, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHOTS = ROOT / "artifacts" / "dashboard"
@@ -53,6 +53,14 @@ def shoot(page: Any, name: str) -> None:
             ".map((wrap) => wrap.scrollWidth - wrap.clientWidth))"
         )
         assert hidden <= 1, f"a table of {name} hides {hidden}px of columns at {width}px"
+        # Every section of the navigation in sight (no row that scrolls with no sign of it).
+        cut = page.evaluate(
+            "[...document.querySelectorAll('.nav a')].filter((a) => {"
+            " const box = a.getBoundingClientRect();"
+            " return box.left < 0 || box.right > innerWidth + 0.5 || box.width === 0;"
+            "}).map((a) => a.textContent.trim())"
+        )
+        assert cut == [], f"{name} at {width}px hides navigation links: {cut}"
     page.set_viewport_size({"width": WIDE, "height": 900})
 
 
@@ -62,8 +70,9 @@ def sign_up(page: Any, platform: Platform, email: str, workspace: str) -> str:
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
     # The same answer for a new and a known address; a new account may log in at once
-    # (only API keys wait for the emailed verification link).
+    # (only keys, the playground's too, wait for the emailed verification link).
     page.get_by_text("Check your email").wait_for()
+    page.goto(platform.url + platform.mailed_link(email, "/verify-email/"))
     page.goto(f"{platform.url}/login/")
     page.fill("#id_username", email)
     page.fill("#id_password", PASSWORD)
@@ -110,6 +119,8 @@ def test_from_sign_up_to_a_session_waterfall(
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    missing: list[str] = []  # every 404 of every page's own requests
+    page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
     page.goto(f"{platform.url}/signup/")
     shoot(page, "signup")
     workspace_url = sign_up(
@@ -128,12 +139,24 @@ def test_from_sign_up_to_a_session_waterfall(
     page.goto(f"{workspace_url}playground/?agent=weather-desk&mode=text")
     page.click('[data-action="start"]')
     page.locator(".va-input").wait_for(timeout=TIMEOUT_MS)
+    stops = page.get_by_role("button", name="Stop", exact=True)
+    assert stops.count() == 1 and stops.is_visible()  # one Stop: the page's, not a second
     page.fill(".va-input", "What is the weather in Paris?")
     page.click(".va-send")
     page.locator(".va-message.va-assistant", has_text="21 degrees").wait_for(timeout=TIMEOUT_MS)
     log = page.locator("#event-log")
     log.locator("li[data-type=tool_status]").first.wait_for(timeout=TIMEOUT_MS)
     assert log.locator("li[data-type=chat]").count() >= 1
+    # A long entry is folded, not cut: a click shows all of it.
+    metrics = log.locator("li[data-type=metrics]").first
+    metrics.wait_for(timeout=TIMEOUT_MS)
+    summary = metrics.locator("summary")
+    assert "show all" in summary.inner_text()
+    assert not metrics.get_by_text('"usage"').first.is_visible()
+    summary.click()
+    full = metrics.locator("details > div")
+    assert full.is_visible() and '"usage"' in full.inner_text()
+    json.loads(full.inner_text())  # all of it: the whole event, as JSON
     # The handler ran with the stored secret against the customer's API; the LLM read it.
     (request,) = weather_api.requests[fetched:]
     assert request.headers["authorization"] == f"Bearer {WEATHER_TOKEN}"
@@ -144,6 +167,7 @@ def test_from_sign_up_to_a_session_waterfall(
     session_link = page.locator(".playground-session a")
     session_id = session_link.inner_text()
     page.click('[data-action="stop"]')
+    assert page.locator('[data-action="start"]').is_enabled()
 
     page.goto(f"{workspace_url}sessions/")
     row = page.locator("table tr", has_text="Weather desk")
@@ -170,6 +194,7 @@ def test_from_sign_up_to_a_session_waterfall(
         page.goto(f"{workspace_url}{path}")
         shoot(page, name)
     assert errors == []
+    assert missing == []
 
 
 def test_another_workspace_sees_none_of_it(platform: Platform, browser: Any) -> None:

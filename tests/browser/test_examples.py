@@ -3,6 +3,7 @@ the platform with the app's own React) and the Monaco voice IDE's client tools."
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -13,15 +14,35 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import Pages, Platform, ThreadedLLM, ci
-from tests.fakes.openai_server import Done, Finish, text_reply, tool_call
+from tests.engine.providers.llm.openai.fake_server import Done, Finish, text_reply, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TIMEOUT_MS = 30_000
 GREET = "function greet() { return 'hi'; }"
 
 
+def not_installed(source: Path) -> list[str]:
+    """What examples/NAME's node_modules lacks: a package its package.json names, or a
+    command one of them provides (``tsc``, ``vite``…). An interrupted install leaves
+    node_modules in place without them, and ``npm exec`` then fails ("npx canceled due to
+    missing packages")."""
+    modules = source / "node_modules"
+    manifest = json.loads((source / "package.json").read_text())
+    missing = []
+    for package in {**manifest.get("dependencies", {}), **manifest.get("devDependencies", {})}:
+        found = modules / package / "package.json"
+        if not found.is_file():
+            missing.append(package)
+            continue
+        commands = json.loads(found.read_text()).get("bin", {})
+        if isinstance(commands, str):  # one command, named after the package
+            commands = {package.rsplit("/", 1)[-1]: commands}
+        missing += [f".bin/{c}" for c in commands if not (modules / ".bin" / c).exists()]
+    return missing
+
+
 def installed(name: str) -> tuple[str, Path]:
-    """npm, and examples/NAME with its node_modules (``npm ci`` when missing)."""
+    """npm, and examples/NAME with everything it needs (``npm ci`` when anything lacks)."""
     npm = shutil.which("npm")
     if npm is None:
         reason = "npm is needed to build the examples"
@@ -29,9 +50,27 @@ def installed(name: str) -> tuple[str, Path]:
             pytest.fail(f"{reason}; under CI this must not be skipped", pytrace=False)
         pytest.skip(reason)
     source = ROOT / "examples" / name
-    if not (source / "node_modules").is_dir():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=source, check=True, timeout=600)
+    # Two test workers may need the same example at once: one installs, the other waits
+    # for it (two ``npm ci`` in one folder delete each other's files).
+    with open(ROOT / "examples" / f".{name}.install-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        install(npm, source, name)
     return npm, source
+
+
+def install(npm: str, source: Path, name: str) -> None:
+    """``npm ci`` in examples/NAME when anything lacks, under the caller's lock."""
+    if not_installed(source):
+        try:
+            subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=source, check=True, capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+        except subprocess.CalledProcessError as failed:
+            output = f"{failed.stdout}\n{failed.stderr}".strip()
+            pytest.fail(f"npm ci in examples/{name} failed:\n{output}", pytrace=False)
+        lacking = not_installed(source)
+        assert not lacking, f"npm ci left examples/{name} without {lacking}"
 
 
 def build(name: str, platform: Platform, out: Path) -> Path:

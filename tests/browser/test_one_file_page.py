@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.browser.conftest import WEATHER_TOKEN, Pages, Platform, ThreadedLLM, WeatherApi
-from tests.fakes.openai_server import Done, Finish, Text, text_reply, tool_call
+from tests.engine.providers.llm.openai.fake_server import Done, Finish, Text, text_reply, tool_call
 from tests.speech import words
 
 ROOT = Path(__file__).resolve().parent.parent.parent

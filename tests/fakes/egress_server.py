@@ -1,7 +1,7 @@
 """A tiny HTTP/1.1 server on 127.0.0.1 for the egress tests, scripted per path.
 
 One request per connection (the server always answers ``Connection: close``), which
-is all ``tools_app.egress`` needs and keeps the fake honest about what reached it::
+is all ``egress.fetch`` needs and keeps the fake honest about what reached it::
 
     async with EgressTestServer() as server:
         server.route("/a", redirect("/b"))

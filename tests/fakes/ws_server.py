@@ -34,8 +34,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from sessions_app.providers.base import TTS, ProviderError
-from sessions_app.providers.fake import tone_pcm
+from engine.providers.base import TTS, ProviderError
+from tests.engine.providers.fake import tone_pcm
 from tests.fakes.lifecycle import ServerLifecycle
 
 SAMPLE_RATE = 24_000

@@ -118,6 +118,19 @@ class Process:
         self.popen.wait(10)
 
 
+def celery_worker(queue: str, *, env: dict[str, str], log: Path) -> Process:
+    """A Celery worker consuming ``queue`` only (one task at a time), once it is ready."""
+    args = ["celery", "-A", "platform_site", "worker", "-Q", queue, "-c", "1",
+            "--without-mingle", "--without-gossip", "-l", "INFO"]  # fmt: skip
+    worker = Process([sys.executable, "-m", *args], env=env, log=log)
+    deadline = time.monotonic() + 60
+    while "ready." not in worker.log_text():
+        assert worker.alive(), worker.log_text()[-3000:]
+        assert time.monotonic() < deadline, "the worker did not start"
+        time.sleep(0.2)
+    return worker
+
+
 class RedisServer:
     """A throwaway redis-server: no persistence, its own port."""
 
@@ -245,13 +258,12 @@ class Daphne(Process):
 
 
 class Worker(Process):
-    """A sandbox worker: one prefork child, like the README's deployment."""
+    """A sandbox worker: a prefork pool of one child, deployed as docs/sandbox.md's "The
+    worker" says."""
 
     def __init__(self, platform: Platform, *, egress_port: int) -> None:
         name = f"worker-{next(_worker_numbers)}"
-        env = platform.process_env(
-            SANDBOX_EGRESS_ALLOW_PRIVATE="true", SANDBOX_EGRESS_PORTS=str(egress_port)
-        )
+        env = platform.process_env(DEV_ALLOW_PRIVATE_EGRESS="true", EGRESS_PORTS=str(egress_port))
         args = [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-Q", "sandbox",
                 "-c", "1", "-l", "INFO", "--without-mingle", "--without-gossip",
                 "--without-heartbeat", "-n", f"{name}-{os.getpid()}@%h"]  # fmt: skip

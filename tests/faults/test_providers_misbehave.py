@@ -1,7 +1,7 @@
 """Providers that hang, answer garbage or hang up, met by a whole session over the consumer.
 
-Each adapter has its own tests against its fake server (tests/sessions_app/test_llm_openai.py,
-test_stt_assemblyai.py, test_tts_*.py); here the point is what the person at the page
+Each adapter has its own tests against its fake server (in its folder under
+tests/engine/providers/); here the point is what the person at the page
 sees: an `error` with the provider kind's code (`llm_failed`, `stt_failed`, `tts_failed`)
 soon, never a hang or a closed socket, and the next typed turn works.
 """
@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from tests.factories import Tenant, make_tenant
-from tests.fakes.assemblyai_server import CloseWith, FakeAssemblyAIServer, Partial, WaitAudio
-from tests.fakes.openai_server import (
+from engine.protocol import PROVIDER_FAILURES
+from tests.engine.providers.llm.openai.fake_server import (
     Chunk,
     Cut,
     Delay,
@@ -29,8 +28,16 @@ from tests.fakes.openai_server import (
     Text,
     text_reply,
 )
-from tests.fakes.orpheus_server import FakeOrpheusServer
+from tests.engine.providers.stt.assemblyai.fake_server import (
+    CloseWith,
+    FakeAssemblyAIServer,
+    Partial,
+    WaitAudio,
+)
+from tests.engine.providers.tts.orpheus.fake_server import FakeOrpheusServer
+from tests.factories import Tenant, make_tenant
 from tests.fakes.ws_server import Garbage, Hang
+from tests.sessions_app.recording import recorded_errors
 from tests.sessions_app.wsclient import Client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("http_pools_closed")]
@@ -134,8 +141,10 @@ async def test_an_html_page_instead_of_a_stream_is_named_as_such(
     llm.script(PlainBody(b"<html><body>Sign in to Corp Proxy</body></html>"))
     async with session(tenant) as client:
         error, _ = await failed_turn(client)
-    assert "text/html" in error["message"]
-    assert "Corp Proxy" not in error["message"]  # the page itself is not quoted
+    assert error["message"] == PROVIDER_FAILURES["llm_failed"]
+    ((_code, detail),) = await recorded_errors(tenant.workspace)  # the session's page
+    assert "text/html" in detail
+    assert "Corp Proxy" not in detail  # the page itself is not quoted
 
 
 # ---------------------------------------------------------------- speech recognition
@@ -160,13 +169,16 @@ async def test_a_recogniser_that_hangs_up_mid_speech_is_an_error_and_typing_stil
         for _ in range(10):
             await client.send_raw(data=bytes(640))  # 20 ms of 16 kHz PCM
         error = await client.until("error", timeout=5)
-        assert error["code"] == "stt_failed" and "3005" in error["message"]
+        assert error["code"] == "stt_failed"
+        assert error["message"] == PROVIDER_FAILURES["stt_failed"]
         assert_discreet(error, AAI_KEY, "my account")
         for _ in range(5):  # audio after the failure is dropped, not an error storm
             await client.send_raw(data=bytes(640))
         await client.send({"type": "text", "text": "typed instead"})
         assert (await client.until("chat", timeout=10))["text"] == "Typed answer."
     assert [e["code"] for e in client.events if e["type"] == "error"] == ["stt_failed"]
+    ((_code, detail),) = await recorded_errors(tenant.workspace)  # the session's page
+    assert "3005" in detail and AAI_KEY not in detail and "my account" not in detail
 
 
 async def test_a_recogniser_that_never_answers_is_an_error_and_typing_still_works(

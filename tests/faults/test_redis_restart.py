@@ -17,8 +17,14 @@ from typing import Any
 
 import pytest
 
+from tests.engine.providers.llm.openai.fake_server import (
+    Done,
+    FakeOpenAIServer,
+    Finish,
+    text_reply,
+    tool_call,
+)
 from tests.fakes.egress_server import EgressTestServer, respond
-from tests.fakes.openai_server import Done, FakeOpenAIServer, Finish, text_reply, tool_call
 from tests.faults.processes import (
     Daphne,
     Platform,

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.openai_server import DEFAULT_SCRIPT, FakeOpenAIServer
+from tests.engine.providers.llm.openai.fake_server import DEFAULT_SCRIPT, FakeOpenAIServer
 from tests.faults.processes import (
     Daphne,
     Platform,

@@ -35,7 +35,14 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
-from tests.fakes.openai_server import Delay, Done, FakeOpenAIServer, Finish, Text, text_reply
+from tests.engine.providers.llm.openai.fake_server import (
+    Delay,
+    Done,
+    FakeOpenAIServer,
+    Finish,
+    Text,
+    text_reply,
+)
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -23,8 +23,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from engine.tools.call import ToolRequest
+from tests.engine.providers.llm.openai.fake_server import (
+    Done,
+    FakeOpenAIServer,
+    Finish,
+    text_reply,
+    tool_call,
+)
 from tests.fakes.egress_server import EgressTestServer, RecordedRequest, respond
-from tests.fakes.openai_server import Done, FakeOpenAIServer, Finish, text_reply, tool_call
 from tests.faults.processes import (
     Daphne,
     Platform,
@@ -36,7 +43,6 @@ from tests.faults.processes import (
     until,
 )
 from tools_app import tasks
-from tools_app.services import ToolRun
 
 TIMEOUT_MS = 3000
 GRACE_S = 5.0  # the orchestrator's SERVER_TOOL_GRACE_S: the longest a session may wait
@@ -265,7 +271,7 @@ def test_a_call_that_reaches_a_worker_late_runs_only_in_the_time_left(monkeypatc
     ran: list[dict[str, Any]] = []
     sent: list[str] = []
 
-    def run_tool(run: ToolRun, reply_channel: str) -> None:
+    def run_tool(run: ToolRequest, reply_channel: str) -> None:
         ran.append(asdict(run))
         sent.append(run.call_id)
 

@@ -5,31 +5,13 @@ in words instead of a hang."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-from pathlib import Path
-
-import pytest
-
-LIB = Path(__file__).resolve().parents[2] / "frontend" / "lib"
+from tests.frontend.node import SCRIPTED_SOCKET, run_library_script
 
 SCRIPT = """
 import { Connection } from "LIB/connection.js";
 import { sessionUrlSource } from "LIB/config.js";
 
-const sockets = [];
-globalThis.WebSocket = class {
-  static OPEN = 1;
-  constructor(url) { this.url = url; this.readyState = 0; this.sent = []; sockets.push(this);
-    setTimeout(() => { this.readyState = 1; this.onopen(); }, 0); }
-  send(data) { this.sent.push(JSON.parse(data)); }
-  close() { this.readyState = 3; }
-  drop() { this.readyState = 3; this.onclose({ code: 1006 }); }
-  event(e) { this.onmessage({ data: JSON.stringify(e) }); }
-};
-const tick = (ms = 20) => new Promise((r) => setTimeout(r, ms));
+SOCKET
 const report = {};
 let asked = 0;
 const connection = new Connection({
@@ -59,22 +41,11 @@ await failing.open();
 report.fixed = await sessionUrlSource({ platformUrl: "https://platform.test", token: "st_x" })();
 console.log(JSON.stringify(report));
 process.exit(0);  // the connection's keep-alive timer would hold node open
-"""
+""".replace("SOCKET", SCRIPTED_SOCKET)
 
 
 def test_tokens_in_the_browser_library() -> None:
-    node = shutil.which("node")
-    if node is None:
-        if os.environ.get("CI"):
-            pytest.fail("node is missing; under CI this must not be skipped")
-        pytest.skip("node is missing")
-    script = SCRIPT.replace("LIB", LIB.as_uri())
-    result = subprocess.run(
-        [node, "--input-type=module", "-e", script],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = run_library_script(SCRIPT)
     assert report["urls"] == [
         "wss://platform.test/v1/session?token=st_1&agent=desk",
         "wss://platform.test/v1/session?token=st_2&agent=desk",

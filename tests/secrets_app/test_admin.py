@@ -95,3 +95,29 @@ def test_provider_credentials_are_listed_without_their_keys(admin_client, owner)
         assert response.status_code == 200 and SECRET_VALUE not in response.content.decode()
     listing = admin_client.get("/admin/secrets_app/providercredential/").content.decode()
     assert "elevenlabs" in listing
+
+
+@pytest.mark.parametrize("model", ["agenttest", "testrun", "simulation"])
+def test_evals_changelists_render(admin_client, model):
+    assert admin_client.get(f"/admin/evals_app/{model}/").status_code == 200
+
+
+def test_an_admin_save_publishes_like_any_other(admin_client, owner):
+    from sessions_app.models import Agent
+
+    agent = Agent.objects.get(workspace=owner.workspace, slug="orders")
+    page = admin_client.get(f"/admin/sessions_app/agent/{agent.pk}/change/")
+    assert page.status_code == 200 and agent.published_version.digest.encode() in page.content
+    form = {
+        "workspace": owner.workspace.pk, "name": "Orders", "slug": "orders",
+        "instructions": "Changed in the admin.", "greeting": "", "voice": "", "mode": "voice",
+        "llm_model": "", "stt_provider": "", "tts_provider": "", "tools": "[]",
+        "versions-TOTAL_FORMS": "1", "versions-INITIAL_FORMS": "1",
+        "versions-MIN_NUM_FORMS": "0", "versions-MAX_NUM_FORMS": "1000",
+        "versions-0-id": agent.published_version_id, "versions-0-agent": agent.pk,
+    }  # fmt: skip
+    saved = admin_client.post(f"/admin/sessions_app/agent/{agent.pk}/change/", form)
+    assert saved.status_code == 302, saved.content[:2000]
+    agent.refresh_from_db()
+    assert agent.published_version.number == 2
+    assert agent.published_version.config["instructions"] == "Changed in the admin."

@@ -5,7 +5,8 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import DEFAULT_SCRIPT, FakeOpenAIServer
+from tests.engine.providers.llm.openai.fake_server import DEFAULT_SCRIPT, FakeOpenAIServer
+from tests.engine.providers.tts.elevenlabs.fake_server import FakeElevenLabsServer
 from tests.sessions_app.harness import Harness
 
 
@@ -42,10 +43,22 @@ async def no_leases() -> None:
     """No session places held from an earlier test (Redis, or this process's memory)."""
     from django.conf import settings as django_settings
 
-    from sessions_app import live
+    from core import leases as live
 
     if django_settings.REDIS_URL:
         client = live.redis_client()
         for key in await client.keys("voice:live:*"):
             await client.delete(key)
     live._memory.clear()
+
+
+ELEVENLABS_KEY = "xi-session-key"
+
+
+@pytest.fixture
+async def elevenlabs(settings: Any) -> AsyncIterator[FakeElevenLabsServer]:
+    """The platform's ElevenLabs account, pointed at a fake of its WebSocket."""
+    async with FakeElevenLabsServer(api_key=ELEVENLABS_KEY) as server:
+        settings.ELEVENLABS_API_KEY = ELEVENLABS_KEY
+        settings.ELEVENLABS_BASE_URL = server.url
+        yield server

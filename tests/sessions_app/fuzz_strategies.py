@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
-from sessions_app import protocol as p
+from engine import protocol as p
 
 # Substituted by the test at send time: a real session id of this test run, its token.
 SESSION_ID = "@session-id@"

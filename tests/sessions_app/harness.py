@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sessions_app import protocol
-from sessions_app.orchestrator import SessionConfig, TurnMetrics, VoiceSession
-from sessions_app.providers.fake import (
+from engine import protocol
+from engine.session import SessionConfig, TurnMetrics, VoiceSession
+from tests.engine.providers.fake import (
     FakeLLM,
     FakeSTT,
     FakeToolRunner,
@@ -42,6 +42,7 @@ class Harness:
         self.timeline: list[str] = []  # event types and "audio", in send order
         self.audio: list[bytes] = []
         self.metrics: list[TurnMetrics] = []
+        self.provider_errors: list[tuple[str, str]] = []  # (code, detail) for the record
         config = {"mode": "text", **config}
         self.session = VoiceSession(
             config=SessionConfig(
@@ -54,12 +55,14 @@ class Harness:
             stt=self.stt,
             tts=self.tts,
             on_turn_metrics=self.metrics.append,
+            on_provider_error=lambda code, detail: self.provider_errors.append((code, detail)),
             first_seq=first_seq,
         )
 
-    async def _emit(self, event: dict[str, Any]) -> None:
+    async def _emit(self, stamped: protocol.Stamped) -> None:
         if self.emit_delay:
             await asyncio.sleep(self.emit_delay)
+        event = stamped.to_wire()  # what a client would read
         self.events.append(event)
         if event["type"] != "metrics":  # checked by the metrics tests on their own
             self.timeline.append(event["type"])

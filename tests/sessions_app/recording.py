@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
 
-from sessions_app.models import Session
-from sessions_app.providers import registry
-from sessions_app.providers.base import ToolInvocation, ToolOutcome
-from sessions_app.providers.fake import FakeSTT, FakeSTTStream, FakeToolRunner, FakeTTS
+from engine.providers import registry
+from engine.tools.call import ToolRequest, ToolResult
+from sessions_app.models import Session, SessionError
+from tests.engine.providers.fake import FakeSTT, FakeSTTStream, FakeToolRunner, FakeTTS
 
 CPU_MS_PER_CALL = 12.4
 
@@ -47,7 +47,7 @@ class RecordingTTS(FakeTTS):
 class CpuToolRunner(FakeToolRunner):
     """Like the fake runner, and every call reports the sandbox CPU a real one measures."""
 
-    async def run(self, invocation: ToolInvocation) -> ToolOutcome:
+    async def run(self, invocation: ToolRequest) -> ToolResult:
         outcome = await super().run(invocation)
         return dataclasses.replace(outcome, cpu_ms=CPU_MS_PER_CALL)
 
@@ -82,3 +82,10 @@ async def ended_session(workspace: Any = None) -> Session:
     if workspace is not None:
         sessions = sessions.filter(workspace=workspace)
     return await eventually(sessions.first)
+
+
+async def recorded_errors(workspace: Any = None) -> list[tuple[str, str]]:
+    """(code, detail) of the provider failures kept with the (ended) session's record."""
+    session = await ended_session(workspace)
+    rows = SessionError.objects.filter(session=session).order_by("pk")
+    return await sync_to_async(lambda: [(row.code, row.detail) for row in rows])()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
+from secrets_app import services as secret_services
+from secrets_app.provider_credentials import provider_speech_set
 from sessions_app.models import Agent
 from tests.factories import order_tool
 
@@ -143,3 +145,77 @@ def test_every_refused_tool_field_is_named_in_the_error(owner_api):
     assert error["message"].startswith("tools[0].parameters.order_number: unknown type")
     assert "; tools[1].handler: SyntaxError" in error["message"]
     assert not Agent.objects.exists()
+
+
+# ---------------------------------------------------------------- warnings
+
+WEATHER_HANDLER = (
+    "async (args, ctx) => { const { UNITS } = ctx.secrets;"
+    " return (await ctx.fetch(`https://api.weather.example/?units=${UNITS}`,"
+    " { headers: { 'X-Api-Key': ctx.secrets.WEATHER_API_KEY } })).json() }"
+)
+
+
+def _fields(response) -> dict[str, str]:
+    return {w["field"]: w["message"] for w in response.json()["warnings"]}
+
+
+def test_a_handler_reading_secrets_the_workspace_lacks_is_saved_with_warnings(
+    owner, owner_api, outsider_api, settings
+):
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"  # (no "no language model" warning here)
+    secret_services.secret_set(workspace=owner.workspace, name="UNITS", value="metric")
+    secret_services.secret_set(workspace=owner.workspace, name="UNUSED", value="x")
+    tool = order_tool(name="get_weather", handler=WEATHER_HANDLER)
+    created = owner_api.post(
+        "/api/v1/agents", {"name": "W", "slug": "w", "tools": [tool]}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    warnings = created.json()["warnings"]
+    assert [w["field"] for w in warnings] == ["tools[0].handler"]
+    message = warnings[0]["message"]
+    assert "get_weather reads the secret WEATHER_API_KEY" in message
+    assert f"/w/{owner.workspace.pk}/secrets/" in message
+    assert "UNITS" not in message  # the workspace has that one
+    # The same warnings on every read of the agent, until the secret exists.
+    assert owner_api.get("/api/v1/agents/w").json()["warnings"] == warnings
+    secret_services.secret_set(workspace=owner.workspace, name="WEATHER_API_KEY", value="k")
+    assert owner_api.get("/api/v1/agents/w").json()["warnings"] == []
+    # Another workspace's secret of that name counts for nothing.
+    outsider_agent = outsider_api.post(
+        "/api/v1/agents", {"name": "W", "slug": "w", "tools": [tool]}, format="json"
+    )
+    assert set(_fields(outsider_agent)) == {"tools[0].handler"}
+    assert "WEATHER_API_KEY" in _fields(outsider_agent)["tools[0].handler"]
+
+
+def test_a_speech_provider_without_a_key_anywhere_is_saved_with_a_warning(
+    owner, owner_api, settings
+):
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    settings.ELEVENLABS_API_KEY = ""
+    settings.ASSEMBLYAI_API_KEY = ""
+    body = {"name": "E", "slug": "e", "tts_provider": "elevenlabs", "voice": "abc123",
+            "stt_provider": "assemblyai"}  # fmt: skip
+    created = owner_api.post("/api/v1/agents", body, format="json")
+    assert created.status_code == 201, created.content
+    fields = _fields(created)
+    assert set(fields) == {"tts_provider", "stt_provider"}
+    assert "ElevenLabs has no key" in fields["tts_provider"]
+    assert "ELEVENLABS_API_KEY" in fields["tts_provider"]
+    assert f"/w/{owner.workspace.pk}/providers/" in fields["tts_provider"]
+    assert "ASSEMBLYAI_API_KEY" in fields["stt_provider"]
+    # The workspace's own key, or the platform's, is enough.
+    provider_speech_set(workspace=owner.workspace, kind="elevenlabs", api_key="el-key-123")
+    settings.ASSEMBLYAI_API_KEY = "platform-key"
+    assert owner_api.get("/api/v1/agents/e").json()["warnings"] == []
+
+
+def test_an_agent_with_no_language_model_anywhere_is_warned_about(owner_api, settings):
+    settings.LLM_BASE_URL = ""
+    created = owner_api.post("/api/v1/agents", {"name": "N", "slug": "n"}, format="json")
+    assert _fields(created).keys() == {"llm_provider"}
+    assert "can only repeat what it hears" in _fields(created)["llm_provider"]
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    assert owner_api.get("/api/v1/agents/n").json()["warnings"] == []
+    assert "warnings" not in owner_api.get("/api/v1/agents").json()[0]  # the list leaves them out

@@ -11,21 +11,18 @@ from typing import Any
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from core import leases as live
+from engine import protocol
+from engine.doors.browser import BrowserDoor
+from engine.doors.door import Door
+from engine.protocol import CloseCode, ErrorCode
+from engine.resume.store import MemoryResumeStore
+from realtime import access as access_rules
+from realtime import resume
+from realtime.connection import Connection, Refusal, handshake, resuming, starting
+from realtime.connection import setup_leases as places_module
+from realtime.connection.setup_leases import SetupLeases as Places
 from secrets_app.models import ApiKey, Workspace
-from sessions_app import access as access_rules
-from sessions_app import live, protocol, resume
-from sessions_app.connection import (
-    CLOSE_TRY_AGAIN,
-    Connection,
-    Refusal,
-    handshake,
-    resuming,
-    starting,
-)
-from sessions_app.connection import places as places_module
-from sessions_app.connection.places import Places
-from sessions_app.protocol import ErrorCode
-from sessions_app.resume.store import MemoryResumeStore
 from tests.sessions_app.harness import until
 
 
@@ -43,9 +40,10 @@ class Socket:
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
         self.closed_with: tuple[int, str] | None = None
-        self.connection = Connection(
+        door = BrowserDoor(
             send_text=self._send_text, send_bytes=self._send_bytes, close=self._close
         )
+        self.connection = Connection(door=door)
 
     async def _send_text(self, text: str) -> None:
         self.sent.append(json.loads(text))
@@ -80,7 +78,7 @@ def admitted(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
 
 async def opened(*, query: dict[str, str] | None = None) -> Socket:
     socket = Socket()
-    await socket.connection.open(query=query or {}, origin=None)
+    await socket.connection.open(credentials=query or {}, origin=None)
     return socket
 
 
@@ -88,16 +86,16 @@ async def test_an_unknown_protocol_is_refused_before_the_key_is_read() -> None:
     socket = await opened(query={"protocol": "v9"})
     assert socket.codes() == ["bad_protocol"]
     assert socket.closed_with == (
-        access_rules.CLOSE_NO_CONFIGURE,
+        CloseCode.NO_CONFIGURE,
         "protocol must be v1 or voiceide",
     )
 
 
 async def test_a_refused_handshake_says_why_and_closes(admitted: Callable[..., Any]) -> None:
-    admitted(Refusal(access_rules.CLOSE_ORIGIN, ErrorCode.ORIGIN_NOT_ALLOWED, "not from here"))
+    admitted(Refusal(CloseCode.ORIGIN, ErrorCode.ORIGIN_NOT_ALLOWED, "not from here"))
     socket = await opened()
     assert socket.codes() == ["origin_not_allowed"]
-    assert socket.closed_with == (access_rules.CLOSE_ORIGIN, "not from here")
+    assert socket.closed_with == (CloseCode.ORIGIN, "not from here")
     await socket.send({"type": "ping"})  # a refused socket answers nothing more
     assert len(socket.sent) == 1
 
@@ -106,7 +104,7 @@ async def test_redis_down_at_the_handshake_is_a_try_again(admitted: Callable[...
     admitted(RedisConnectionError("down"))
     socket = await opened()
     assert socket.codes() == ["service_unavailable"]
-    assert socket.closed_with is not None and socket.closed_with[0] == CLOSE_TRY_AGAIN
+    assert socket.closed_with is not None and socket.closed_with[0] == CloseCode.TRY_AGAIN
 
 
 async def test_before_configure_pings_are_answered_and_the_rest_refused(
@@ -116,14 +114,49 @@ async def test_before_configure_pings_are_answered_and_the_rest_refused(
     socket = await opened()
     await socket.send({"type": "ping", "t": 12.5})
     await socket.send({"type": "text", "text": "hello"})
-    await socket.connection.receive_bytes(b"\0" * 640)
-    await socket.connection.receive_bytes(b"\0" * (protocol.BINARY_FRAME_MAX + 1))
+    await socket.connection.audio(b"\0" * 640)
+    await socket.connection.audio(b"\0" * (protocol.BINARY_FRAME_MAX + 1))
     assert [e["type"] for e in socket.sent] == ["pong", "error", "error", "error"]
     assert socket.sent[0]["t"] == 12.5
     assert socket.codes() == ["not_configured", "not_configured", "frame_too_large"]
     assert [e["seq"] for e in socket.sent] == [1, 2, 3, 4]  # numbered ahead of the session
     assert socket.closed_with is None
     await socket.connection.closed(1000)
+
+
+class _LineDoor(Door):
+    """A door that cannot resume (as a carrier's stream), its events kept typed."""
+
+    name = "line"
+
+    def __init__(self) -> None:
+        self.events: list[protocol.ServerEvent] = []
+
+    async def send_event(self, event: protocol.Stamped) -> None:
+        self.events.append(event.event)
+
+    async def send_audio(self, audio: bytes) -> None:
+        raise AssertionError("no audio before a session")
+
+    async def close(self, code: int, reason: str) -> None:
+        pass
+
+
+async def test_a_door_that_cannot_resume_refuses_resume_in_words(
+    admitted: Callable[..., Any],
+) -> None:
+    admitted(unsaved_access())
+    door = _LineDoor()
+    connection = Connection(door=door)
+    await connection.open(credentials={"token": "st_x"}, origin=None)
+    resume_message = protocol.ResumeMessage(session_id="a" * 32, resume_token="r", last_seq=0)
+    await connection.control(resume_message)
+    await connection.control(protocol.PingMessage(t=1))
+    assert [type(event) for event in door.events] == [protocol.ErrorEvent, protocol.PongEvent]
+    assert door.events[0] == protocol.ErrorEvent(
+        code=ErrorCode.RESUME_UNAVAILABLE, message="this connection cannot resume"
+    )
+    await connection.closed(1000)
 
 
 async def test_no_configure_in_time_closes_the_socket(
@@ -134,7 +167,7 @@ async def test_no_configure_in_time_closes_the_socket(
     socket = await opened()
     await until(lambda: socket.closed_with is not None, 2.0)
     assert socket.codes() == ["configure_timeout"]
-    assert socket.closed_with == (access_rules.CLOSE_NO_CONFIGURE, "no configure within 0.05 s")
+    assert socket.closed_with == (CloseCode.NO_CONFIGURE, "no configure within 0.05 s")
 
 
 async def test_a_resume_of_an_unknown_session_leaves_the_socket_open_for_a_while(
@@ -181,7 +214,7 @@ async def test_places_refuse_past_the_address_limit_then_the_workspace_limit(
     assert await first.acquire(access) is None
     refusal = await second.acquire(access)
     assert refusal is not None and refusal.code == ErrorCode.TOO_MANY_SESSIONS_FROM_ADDRESS
-    assert refusal.close_code == access_rules.CLOSE_TOO_MANY
+    assert refusal.close_code == CloseCode.TOO_MANY
     elsewhere = unsaved_access(workspace_id=902, limit=1, address="198.51.100.8")
     refusal = await third.acquire(elsewhere)
     assert refusal is not None and refusal.code == ErrorCode.TOO_MANY_SESSIONS

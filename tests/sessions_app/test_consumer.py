@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import html
 import json
 import random
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import Client as DjangoClient
+from django.urls import reverse
 
+from core import leases as live
 from secrets_app import services as key_services
 from secrets_app.models import ApiKey
-from sessions_app import live
 from sessions_app import services as agent_services
 from sessions_app.models import Session
-from sessions_app.providers.fake import silence_pcm, tone_pcm
-from tests.factories import Tenant, make_tenant, order_tool
-from tests.fakes.openai_server import (
+from tests.engine.providers.fake import silence_pcm, tone_pcm
+from tests.engine.providers.llm.openai.fake_server import (
     Delay,
     Done,
     Finish,
@@ -23,6 +25,7 @@ from tests.fakes.openai_server import (
     text_reply,
     tool_call,
 )
+from tests.factories import Tenant, make_tenant, order_tool
 from tests.sessions_app.wsclient import Client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_leases")]
@@ -78,6 +81,25 @@ async def test_refusals_close_with_their_code_and_create_nothing(
     code, error = await _refused(make_path(tenant), origin)
     assert (code, error["type"], error["code"]) == (close_code, "error", error_code)
     assert error["message"]
+    assert await sync_to_async(Session.objects.count)() == 0
+
+
+async def test_a_draining_process_refuses_new_connections_for_another_to_take(tenant, client):
+    """After SIGTERM (``realtime.drain``): /healthz says draining (a 503 the balancer reads,
+    not logged as an error) and a new socket is closed with 4503, which the browser library
+    retries; the page is told in words."""
+    from realtime import drain
+
+    drain._draining = True
+    try:
+        code, error = await _refused(url(tenant))
+        health = await sync_to_async(client.get)("/healthz")
+    finally:
+        drain.reset()
+    assert (code, error["code"]) == (4503, "service_unavailable")
+    assert "restarting" in error["message"]
+    assert (health.status_code, health.json()) == (503, {"draining": True})
+    assert getattr(health, "_has_been_logged", False)  # Django logs no ERROR for it
     assert await sync_to_async(Session.objects.count)() == 0
 
 
@@ -279,7 +301,7 @@ async def test_audio_frames_skip_the_per_message_database_cleanup(tenant, llm, m
 
 
 async def test_llm_failure_is_an_error_and_the_next_turn_works(tenant, llm, settings):
-    from tests.fakes.openai_server import HttpError
+    from tests.engine.providers.llm.openai.fake_server import HttpError
 
     for _attempt in range(1 + len(settings.PROVIDER_RETRY_DELAYS_MS)):  # it fails every retry
         llm.script(HttpError(500, "upstream exploded"))
@@ -422,7 +444,9 @@ async def test_voiceide_codec(tenant, llm):
         assert "userAudioTranscriptFinal" in kinds and "assistantSpeechPartial" in kinds
 
 
-async def test_malformed_frames_then_a_normal_turn(tenant, llm):
+async def test_malformed_frames_then_a_normal_turn(tenant, llm, settings):
+    # Ten or so oversize frames at test speed pass the byte budget (a flood: test_byte_flood).
+    settings.WS_INBOUND_KB_PER_SECOND = 4096
     rng = random.Random(1234)
     samples = [
         " ", "{", "[]", "null", '"x"', "{}", '{"type": 5}', '{"type": "dance"}',
@@ -541,6 +565,38 @@ async def test_handler_console_goes_to_the_session_record_not_the_logs(
     )()
     assert tool_entries == ["noisy console:\nchecked inventory 42"]
     assert "checked inventory" not in caplog.text
+
+
+async def test_a_handler_reading_a_missing_secret_is_told_on_the_session_page(
+    tenant, llm, settings
+):
+    settings.TOOL_RUNNER = "sandbox"
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    llm.script(*tool_call(0, "c1", "get_weather", "{}"), Finish("tool_calls"), Done())
+    llm.script(text_reply("Done."))
+    handler = "(args, ctx) => `Bearer ${ctx.secrets.WEATHER_API_KEY}`"
+    async with Client(url(tenant)) as client:
+        ready = await configured(client, {**TEXT_CONFIG, "tools": [
+            {"name": "get_weather", "handler": handler}]})  # fmt: skip
+        await client.send({"type": "text", "text": "go"})
+        await client.until("chat", timeout=15)
+    said = (
+        "[warn] secret WEATHER_API_KEY does not exist in this workspace, so"
+        " ctx.secrets.WEATHER_API_KEY is undefined: add it on the dashboard's Secrets page"
+    )
+    session = await sync_to_async(Session.objects.get)(public_id=ready["sessionId"])
+    tool_entries = await sync_to_async(
+        lambda: [e.text for e in session.transcript.filter(role="tool")]
+    )()
+    assert tool_entries == [f"get_weather console:\n{said}"]
+
+    def session_page() -> str:
+        browser = DjangoClient()
+        browser.force_login(tenant.user)
+        path = reverse("dashboard:session", args=[tenant.workspace.pk, session.public_id])
+        return html.unescape(browser.get(path).content.decode())
+
+    assert said in await sync_to_async(session_page)()
 
 
 async def test_a_redis_outage_refuses_new_sessions_in_words(tenant, monkeypatch):

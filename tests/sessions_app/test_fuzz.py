@@ -32,10 +32,18 @@ from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 
-from sessions_app import access, connection, protocol, resume
-from sessions_app.providers.http_pool import close_shared_sessions
+from engine import protocol
+from engine.protocol import CloseCode
+from engine.providers.http_pool import close_shared_sessions
+from realtime import resume
+from tests.engine.providers.llm.openai.fake_server import (
+    DEFAULT_SCRIPT,
+    Done,
+    FakeOpenAIServer,
+    Finish,
+    tool_call,
+)
 from tests.factories import Tenant
-from tests.fakes.openai_server import DEFAULT_SCRIPT, Done, FakeOpenAIServer, Finish, tool_call
 from tests.sessions_app import fuzz_strategies as fs
 from tests.sessions_app.wsclient import Client
 
@@ -46,7 +54,7 @@ SESSIONS = int(os.environ.get("FUZZ_SESSIONS", "115"))  # more: a deeper local r
 BATCH = (90, 130)  # frames after the start, per session
 SENTINEL = 2**61 + 7_777_777  # ping `t` of the sentinels; no strategy draws it
 
-# Every code a client may meet in an `error` event (README: "A bad message gets an error").
+# Every code a client may meet in an `error` event (docs/protocol.md, "Error codes").
 ERROR_CODES = {
     "bad_json", "bad_message", "unknown_type", "invalid", "frame_too_large", "not_configured",
     "unknown_tool_call", "already_configured", "resume_unavailable", "resume_refused",
@@ -57,16 +65,16 @@ ERROR_CODES = {
 }  # fmt: skip
 MALFORMED = {"bad_json", "bad_message", "unknown_type", "invalid", "frame_too_large"}
 REFUSALS = {
-    "invalid_key": access.CLOSE_BAD_KEY,
-    "secret_key_refused": access.CLOSE_SECRET_KEY,
-    "origin_not_allowed": access.CLOSE_ORIGIN,
-    "bad_protocol": access.CLOSE_NO_CONFIGURE,
-    "resume_refused": connection.CLOSE_RESUME_REFUSED,
-    "agent_not_allowed": access.CLOSE_AGENT,
-    "inline_config_refused": access.CLOSE_INLINE_REFUSED,
-    "inline_code_refused": access.CLOSE_INLINE_REFUSED,
-    "too_many_sessions": access.CLOSE_TOO_MANY,
-    "configure_timeout": access.CLOSE_NO_CONFIGURE,
+    "invalid_key": CloseCode.BAD_KEY,
+    "secret_key_refused": CloseCode.SECRET_KEY,
+    "origin_not_allowed": CloseCode.ORIGIN,
+    "bad_protocol": CloseCode.NO_CONFIGURE,
+    "resume_refused": CloseCode.RESUME_REFUSED,
+    "agent_not_allowed": CloseCode.AGENT,
+    "inline_config_refused": CloseCode.INLINE_REFUSED,
+    "inline_code_refused": CloseCode.INLINE_REFUSED,
+    "too_many_sessions": CloseCode.TOO_MANY,
+    "configure_timeout": CloseCode.NO_CONFIGURE,
 }
 
 sent = {"frames": 0}  # every fuzzed frame of this module, sentinels and starts not counted
@@ -146,7 +154,7 @@ def _not_json(constant: str) -> None:
     raise AssertionError(f"the server sent {constant}, which is not JSON")
 
 
-CLOSE_CODES = {1000, connection.CLOSE_DISPLACED, *REFUSALS.values()}
+CLOSE_CODES = {1000, CloseCode.DISPLACED, *REFUSALS.values()}
 
 
 # ---------------------------------------------------------------- one session

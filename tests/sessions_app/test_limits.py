@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from core import leases as live
+from engine.session.budget import TRIMMED_NOTE, fit_history
+from realtime import limits
 from secrets_app import services as key_services
 from secrets_app.models import ApiKey
-from sessions_app import limits, live
 from sessions_app import services as agent_services
 from sessions_app.models import Session
-from sessions_app.orchestrator.budget import TRIMMED_NOTE, fit_history
+from tests.engine.providers.fake import silence_pcm, tone_pcm
 from tests.factories import Tenant, make_tenant, order_tool
 from tests.sessions_app.wsclient import Client
 
@@ -247,6 +249,23 @@ async def test_a_flood_of_messages_ends_that_session_and_disturbs_no_one(tenant,
     await user.ws.disconnect()
 
 
+async def test_five_seconds_held_by_the_browser_until_ready_are_taken_at_once(tenant, echo):
+    """client.js keeps up to 5 s of microphone audio from Start and sends it when `ready`
+    arrives, in 1 s messages: within the burst allowance, the words are heard."""
+    voice = {"type": "configure", "mode": "voice", "instructions": "Be brief."}
+    client = await started(tenant.publishable_key, config=voice)
+    second = 16_000 * 2
+    speech = tone_pcm(1000) * 4 + silence_pcm(1000)  # 4 s of "speech", 1 s of silence
+    assert len(speech) == 5 * second
+    for at in range(0, len(speech), second):
+        await client.send_raw(data=speech[at : at + second])
+    turn = await client.until("turn", timeout=10)
+    await client.until("chat", timeout=10)  # its reply
+    assert turn["text"] and "audio_too_fast" not in json.dumps(client.events)
+    await talks(client)
+    await client.ws.disconnect()
+
+
 async def test_audio_faster_than_speech_ends_that_session(tenant, echo):
     voice = {"type": "configure", "mode": "voice", "instructions": "Be brief."}
     flooder = await started(tenant.publishable_key, config=voice)
@@ -357,6 +376,69 @@ async def test_new_keys_serve_saved_agents_only(tenant, echo):
     async with Client(url(plaintext, agent="desk")) as client:
         await client.send({"type": "configure"})
         await client.until("ready")
+
+
+# The seed's configure: its own instructions, greeting and voice, and a server tool's code.
+SEED_CONFIGURE = {
+    "type": "configure", "instructions": "You are a helpful weather assistant.",
+    "greeting": "Hey! Ask me about the weather.", "voice": "jess", "mode": "text",
+    "tools": [order_tool(name="get_weather")],
+}  # fmt: skip
+
+
+async def test_a_refusal_lists_everything_refused_and_the_switches_that_allow_it(tenant, echo):
+    key, plaintext = await sync_to_async(key_services.api_key_create)(
+        workspace=tenant.workspace, kind="publishable"
+    )
+    async with Client(url(plaintext)) as client:
+        await client.send(SEED_CONFIGURE)
+        error = await client.next()
+        assert (error["code"], await client.closed()) == ("inline_config_refused", 4008)
+    message = error["message"]
+    assert "server-tool code (get_weather)" in message
+    assert "its own agent settings (greeting, instructions, voice)" in message
+    assert "“Pages may configure the agent themselves”" in message
+    assert "“Pages may send server-tool code”" in message
+    assert key.display in message
+    assert message.endswith(f"/w/{tenant.workspace.pk}/keys/{key.pk}/")
+    assert len(client.events) == 1  # one refusal, not one per switch
+    # With config allowed, the one still off is named, and only that one.
+    await sync_to_async(key_services.api_key_update)(key=key, allow_inline_config=True)
+    async with Client(url(plaintext)) as client:
+        await client.send(SEED_CONFIGURE)
+        error = await client.next()
+        assert (error["code"], await client.closed()) == ("inline_code_refused", 4008)
+    assert "“Pages may send server-tool code”" in error["message"]
+    assert "configure the agent" not in error["message"]
+    await sync_to_async(key_services.api_key_update)(key=key, allow_inline_tool_code=True)
+    async with Client(url(plaintext)) as client:
+        await client.send(SEED_CONFIGURE)
+        await client.until("ready")
+
+
+async def test_a_key_for_saved_agents_says_so_when_the_page_names_none(tenant, echo):
+    _key, plaintext = await sync_to_async(key_services.api_key_create)(
+        workspace=tenant.workspace, kind="publishable"
+    )
+    async with Client(url(plaintext)) as client:
+        await client.send({"type": "configure"})
+        error = await client.next()
+    assert error["code"] == "inline_config_refused"
+    assert "serves saved agents only, and the page named none" in error["message"]
+    assert "“Pages may configure the agent themselves”" in error["message"]
+    assert "server-tool code" not in error["message"]
+
+
+async def test_a_refusal_names_the_dashboard_at_its_public_address(tenant, echo, settings):
+    settings.PUBLIC_URL = "https://voice.example.com"
+    key, plaintext = await sync_to_async(key_services.api_key_create)(
+        workspace=tenant.workspace, kind="publishable"
+    )
+    async with Client(url(plaintext)) as client:
+        await client.send(SEED_CONFIGURE)
+        error = await client.next()
+    expected = f"https://voice.example.com/w/{tenant.workspace.pk}/keys/{key.pk}/"
+    assert error["message"].endswith(expected)
 
 
 async def test_inline_tool_code_is_its_own_switch(tenant, echo):

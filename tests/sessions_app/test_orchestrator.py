@@ -9,15 +9,16 @@ from typing import Any
 
 import pytest
 
-from sessions_app import protocol
-from sessions_app.orchestrator import (
+from engine import protocol
+from engine.protocol import PROVIDER_FAILURES
+from engine.providers.base import PartialTranscript, ProviderError, SpeechStarted, ToolCall
+from engine.session import (
     DEFAULT_EMPTY_REPLY,
     INTERRUPTED_MARK,
     TOOLS_EXHAUSTED_NOTE,
     ToolDefinition,
 )
-from sessions_app.providers.base import PartialTranscript, ProviderError, SpeechStarted, ToolCall
-from sessions_app.providers.fake import (
+from tests.engine.providers.fake import (
     Delay,
     FakeLLM,
     FakeSTT,
@@ -423,7 +424,8 @@ async def test_llm_failure_then_next_turn_works(make: Callable[..., Harness]) ->
     await harness.say("first")
     await harness.wait_for("error")
     error = harness.of_type("error")[0]
-    assert (error["code"], error["message"]) == ("llm_failed", "upstream returned HTTP 500")
+    assert (error["code"], error["message"]) == ("llm_failed", PROVIDER_FAILURES["llm_failed"])
+    assert harness.provider_errors == [("llm_failed", "upstream returned HTTP 500")]
     assert harness.of_type("chat") == []
     assert harness.metrics[0].outcome == "failed"
     await harness.say("second")
@@ -475,8 +477,9 @@ async def test_stt_open_failure_is_reported(make: Callable[..., Harness]) -> Non
     stt = FakeSTT(open_error=ProviderError("bad key", code="stt_failed"))
     harness = await started(make, mode="voice", stt=stt)
     assert [(e["code"], e["message"]) for e in harness.of_type("error")] == [
-        ("stt_failed", "bad key")
+        ("stt_failed", PROVIDER_FAILURES["stt_failed"])
     ]
+    assert harness.provider_errors == [("stt_failed", "bad key")]
 
 
 # ---------------------------------------------------------------- cancel, reset, new turns

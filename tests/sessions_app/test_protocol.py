@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from sessions_app import metrics, protocol
-from sessions_app.orchestrator import ToolDefinition
-from sessions_app.protocol import ProtocolError, decode
-from sessions_app.providers.base import ProviderError
-from sessions_app.providers.fake import FakeLLM, FakeSTT, tool_call
+from engine import metrics, protocol
+from engine.protocol import ProtocolError, decode
+from engine.providers.base import ProviderError
+from engine.session import ToolDefinition
+from tests.engine.providers.fake import FakeLLM, FakeSTT, tool_call
 from tests.sessions_app.harness import Harness, started
 
 
@@ -318,6 +318,7 @@ def test_v1_codec_keeps_unicode_readable() -> None:
         ("thinking", "thinking"),
         ("cancelled", "cancelled"),
         ("pong", "pong"),
+        ("reconnect", "reconnect"),
     ],
 )
 def test_voiceide_kind_names(event_type: str, kind: str) -> None:
@@ -362,12 +363,13 @@ def test_codec_for() -> None:
         protocol.codec_for("xml")
 
 
-@pytest.mark.parametrize("name", ["v1", "voiceide"])
-def test_both_codecs_decode_v1_client_messages(name: str) -> None:
-    codec = protocol.codec_for(name)
-    assert codec.decode(frame(type="text", text="hi")) == protocol.TextMessage(text="hi")
+def test_client_messages_are_v1_whatever_the_codec() -> None:
+    """The codecs encode server events only: every page sends v1 client messages, read by
+    one decoder."""
+    assert protocol.decode(frame(type="text", text="hi")) == protocol.TextMessage(text="hi")
     with pytest.raises(ProtocolError):
-        codec.decode(frame(type="nope"))
+        protocol.decode(frame(type="nope"))
+    assert not any(hasattr(protocol.codec_for(name), "decode") for name in ("v1", "voiceide"))
 
 
 # ---------------------------------------------------------------- server events
@@ -441,6 +443,7 @@ WIRE_SHAPES: list[tuple[protocol.ServerEvent, dict[str, Any]]] = [
     (protocol.ResetEvent(), {"type": "reset"}),
     (protocol.PongEvent(), {"type": "pong"}),
     (protocol.PongEvent(t=0), {"type": "pong", "t": 0}),
+    (protocol.ReconnectEvent(), {"type": "reconnect"}),
     (
         protocol.ErrorEvent(code=protocol.ErrorCode.LLM_FAILED, message="the model timed out"),
         {"type": "error", "code": "llm_failed", "message": "the model timed out"},
@@ -521,6 +524,7 @@ async def test_everything_a_session_emits_is_a_registered_event(
     await harness.session.handle(protocol.ResetMessage())
     await harness.session.handle(protocol.CancelMessage())
     await harness.session.handle_error(protocol.ErrorCode.INTERNAL, "internal error")
+    await harness.session.ask_to_reconnect()
 
     kinds = {event["type"] for event in harness.events}
     assert kinds == set(protocol.SERVER_EVENTS), set(protocol.SERVER_EVENTS) - kinds
@@ -532,9 +536,9 @@ async def test_everything_a_session_emits_is_a_registered_event(
 # ---------------------------------------------------------------- error codes
 
 
-def _readme_error_code_table() -> set[str]:
-    lines = (Path(__file__).parents[2] / "README.md").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("**Error codes.**"))
+def _documented_error_code_table() -> set[str]:
+    lines = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text().splitlines()
+    start = lines.index("## Error codes")
     header = next(i for i in range(start, len(lines)) if lines[i].startswith("| Error code |"))
     codes: set[str] = set()
     for line in itertools.takewhile(lambda row: row.startswith("|"), lines[header + 2 :]):
@@ -542,8 +546,8 @@ def _readme_error_code_table() -> set[str]:
     return codes
 
 
-def test_the_readme_error_code_table_lists_exactly_the_codes_sent() -> None:
-    assert _readme_error_code_table() == {code.value for code in protocol.ErrorCode}
+def test_the_documented_error_code_table_lists_exactly_the_codes_sent() -> None:
+    assert _documented_error_code_table() == {code.value for code in protocol.ErrorCode}
 
 
 def test_metrics_count_every_error_code_under_its_own_label() -> None:
@@ -551,5 +555,5 @@ def test_metrics_count_every_error_code_under_its_own_label() -> None:
         labels = {"code": code.value}
         before = metrics.REGISTRY.get_sample_value("voice_errors_total", labels) or 0.0
         event = protocol.ErrorEvent(code=code, message="x")
-        metrics.observe_event(event.to_wire(seq=1, ts=0))
+        metrics.observe_event(event)
         assert metrics.REGISTRY.get_sample_value("voice_errors_total", labels) == before + 1

@@ -6,8 +6,8 @@ import importlib
 
 from django.core import checks
 
+from engine.providers import registry
 from sessions_app.checks import provider_settings
-from sessions_app.providers import registry
 
 LABELS = {
     ("stt", "local"): "Local (offline)",

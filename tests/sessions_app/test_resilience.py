@@ -10,43 +10,52 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 
-from secrets_app import provider_credentials as credentials
-from sessions_app import live, metrics
-from sessions_app import services as agent_services
-from sessions_app.models import TurnRecord
-from sessions_app.providers.base import ProviderError
-from sessions_app.providers.fake import FakeLLM, FakeSTT, FakeTTS
-from sessions_app.providers.resilience import (
+from core import leases as live
+from engine import metrics
+from engine.protocol import PROVIDER_FAILURES
+from engine.providers.base import ProviderError
+from engine.providers.resilience import (
     Attempts,
     ResilientLLM,
     ResilientSTT,
     ResilientTTS,
     RetryPolicy,
 )
+from secrets_app import provider_credentials as credentials
+from sessions_app import services as agent_services
+from sessions_app.models import TurnRecord
 from tests.conftest import api_client
+from tests.engine.providers.fake import FakeLLM, FakeSTT, FakeTTS
+from tests.engine.providers.llm.openai.fake_server import (
+    Cut,
+    FakeOpenAIServer,
+    HttpError,
+    Text,
+    text_reply,
+)
+from tests.engine.providers.tts.openai.fake_server import FakeOpenAISpeechServer
+from tests.engine.providers.tts.orpheus.fake_server import FakeOrpheusServer
 from tests.factories import Tenant, make_tenant
-from tests.fakes.openai_server import Cut, FakeOpenAIServer, HttpError, Text, text_reply
-from tests.fakes.openai_speech_server import FakeOpenAISpeechServer
-from tests.fakes.orpheus_server import FakeOrpheusServer
 from tests.fakes.ws_server import Cut as CutAudio
-from tests.sessions_app.recording import ended_session
+from tests.sessions_app.recording import ended_session, recorded_errors
 from tests.sessions_app.wsclient import Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-DOWN = "could not connect to the LLM provider"
+UNAVAILABLE = {"code": "llm_failed", "message": PROVIDER_FAILURES["llm_failed"]}
 
 
 @pytest.fixture(autouse=True)
 def _local(settings: Any) -> None:
     live._memory.clear()
     settings.LLM_BASE_URL = None  # only the workspaces' own connections
-    settings.SANDBOX_EGRESS_ALLOW_PRIVATE = True  # the fakes listen on loopback
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True  # the fakes listen on loopback
     settings.PROVIDER_RETRY_DELAYS_MS = [200, 600]  # the default, stated
 
 
@@ -165,9 +174,9 @@ async def test_a_failure_after_the_first_token_is_not_retried(primary, backup):
     events = await _turn(tenant)
     # The user saw "Hel": asking again (here or elsewhere) would say it twice.
     assert [e["text"] for e in events if e["type"] == "chat_delta"] == ["Hel"]
-    assert _errors(events) == [
-        {"code": "llm_failed", "message": "the connection to the LLM provider broke"}
-    ]
+    assert _errors(events) == [UNAVAILABLE]
+    detail = "the connection to the LLM provider broke"
+    assert await recorded_errors(tenant.workspace) == [("llm_failed", detail)]
     assert len(primary.requests) == 1 and backup.requests == []
     metrics = _only(events, "metrics")
     assert metrics["outcome"] == "failed"
@@ -188,14 +197,15 @@ async def test_a_rejected_key_goes_straight_to_the_fallback(primary, backup):
 
 async def test_when_every_provider_is_down_the_user_gets_todays_error(settings):
     alone = await sync_to_async(_agent)("alone@example.com", refused_url(), None)
-    both = await sync_to_async(_agent)("both@example.com", refused_url(), refused_url())
+    primary_url = refused_url()
+    both = await sync_to_async(_agent)("both@example.com", primary_url, refused_url())
     settings.PROVIDER_RETRY_DELAYS_MS = []
     without_fallback, with_fallback = await _turn(alone), await _turn(both)
-    assert (
-        _errors(with_fallback)
-        == _errors(without_fallback)
-        == [{"code": "llm_failed", "message": DOWN}]
-    )
+    assert _errors(with_fallback) == _errors(without_fallback) == [UNAVAILABLE]
+    # The dashboard's detail names the address that did not answer (the page's does not).
+    down = f"could not connect to {urlsplit(primary_url).netloc}"
+    assert await recorded_errors(both.workspace) == [("llm_failed", down)]
+    assert "127.0.0.1" not in str(_errors(with_fallback))
     metrics = _only(with_fallback, "metrics")
     assert metrics["outcome"] == "failed"
     assert metrics["llm"] == {"provider": None, "retries": 0, "fallbackReason": "unreachable"}
@@ -222,7 +232,7 @@ async def test_a_session_on_a_failing_provider_does_not_slow_a_healthy_one(prima
     # The failing one spent 2 × 0.8 s in backoff; the healthy one never waited for it.
     assert metrics["turnMs"] < 700
     assert finished["healthy"] < finished["failing"]
-    assert _errors(failed_events) == [{"code": "llm_failed", "message": DOWN}]
+    assert _errors(failed_events) == [UNAVAILABLE]
     assert _only(failed_events, "metrics")["llm"]["retries"] == 4
 
 
@@ -349,8 +359,8 @@ async def test_a_fallback_tts_at_another_sample_rate_is_left_out_and_voices_are_
 
 
 async def test_a_fallback_llm_without_tools_serves_no_round_that_offers_them():
-    from sessions_app.providers.base import ToolSpec
-    from sessions_app.providers.llm_offline import OfflineLLM
+    from engine.providers.base import ToolSpec
+    from engine.providers.llm.offline.adapter import OfflineLLM
 
     down = ProviderError("down", code="llm_failed", reason="unreachable")
     llm = ResilientLLM([("primary", FakeLLM(script=[[down], [down]])), ("offline", OfflineLLM())])

@@ -15,15 +15,17 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from sessions_app import live, resume
+from core import leases as live
+from engine.providers import registry
+from engine.resume.store import MemoryResumeStore
+from engine.session import ToolDefinition
+from engine.tools.call import ToolRequest, ToolResult
+from engine.tools.runner import ToolRunner
+from realtime import resume
+from realtime.resume import host as host_module
+from realtime.resume.store import RedisResumeStore, _memory_store
 from sessions_app.models import Session
-from sessions_app.orchestrator import ToolDefinition
-from sessions_app.providers import registry
-from sessions_app.providers.base import ToolInvocation, ToolOutcome, ToolRunner
-from sessions_app.resume import host as host_module
-from sessions_app.resume.store import MemoryResumeStore, RedisResumeStore, _memory_store
-from tests.factories import Tenant, make_tenant, order_tool
-from tests.fakes.openai_server import (
+from tests.engine.providers.llm.openai.fake_server import (
     Delay,
     Done,
     Finish,
@@ -31,6 +33,7 @@ from tests.fakes.openai_server import (
     text_reply,
     tool_call,
 )
+from tests.factories import Tenant, make_tenant, order_tool
 from tests.sessions_app.wsclient import Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -185,6 +188,41 @@ async def test_wrong_token_is_refused_and_closed_4001(tenant, llm):
     await owner.ws.disconnect()
 
 
+async def _resume_with(path: str, ready: dict, last_seq: int, origin: str) -> Client:
+    client = Client(path, origin=origin)
+    await client.__aenter__()
+    await client.send({"type": "resume", "sessionId": ready["sessionId"],
+                       "resumeToken": ready["resumeToken"], "lastSeq": last_seq})  # fmt: skip
+    return client
+
+
+async def test_resume_is_bound_to_the_key_and_origin_the_session_started_on(tenant, llm):
+    """The right resume token through another key of the workspace, or from another page
+    origin (a script can send any), is refused like a wrong token; the session lives on."""
+    from secrets_app import services as key_services
+
+    _other, other_key = await sync_to_async(key_services.api_key_create)(
+        workspace=tenant.workspace, kind="publishable", allow_inline_config=True,
+        allowed_origins=["https://elsewhere.example", "http://localhost:3000"],
+    )  # fmt: skip
+    first, ready = await started(tenant)
+    last_seq = await drop(first)
+    attempts = [
+        (f"/v1/session?key={other_key}", "http://localhost:3000"),  # another key
+        (url(tenant), "http://localhost:8080"),  # another origin the key allows
+    ]
+    intruders = await asyncio.gather(
+        *(_resume_with(path, ready, 0, origin) for path, origin in attempts * 3)
+    )
+    for intruder in intruders:
+        error = await intruder.next()
+        assert (error["code"], await intruder.closed()) == ("resume_refused", 4001)
+        assert "chat" not in intruder.types() and "ready" not in intruder.types()
+    owner = await resumed(tenant, ready, last_seq)  # the session was not harmed
+    assert (await owner.until("pong"))["seq"] == last_seq + 1
+    await owner.ws.disconnect()
+
+
 async def test_an_expired_session_is_unavailable_and_a_new_one_can_start(tenant, llm, settings):
     settings.SESSION_RESUME_TTL = 0.3
     first, ready = await started(tenant)
@@ -233,10 +271,10 @@ class SlowToolRunner(ToolRunner):
     def __init__(self, *, reply_channel: str = "") -> None:
         self.reply_channel = reply_channel
 
-    async def run(self, invocation: ToolInvocation) -> ToolOutcome:
+    async def run(self, invocation: ToolRequest) -> ToolResult:
         await asyncio.sleep(0.5)
         order = invocation.arguments["order_number"]
-        return ToolOutcome("completed", result=json.dumps({"order": order, "status": "shipped"}))
+        return ToolResult("completed", result=json.dumps({"order": order, "status": "shipped"}))
 
 
 @pytest.fixture
@@ -360,8 +398,8 @@ async def test_a_session_moves_when_another_process_resumes_it(tenant, llm):
 
 
 async def test_a_restored_session_has_the_conversation_and_reports_a_lost_tool_call(make):
-    from sessions_app.providers.fake import FakeLLM, FakeToolRunner
-    from sessions_app.providers.fake import tool_call as fake_tool_call
+    from tests.engine.providers.fake import FakeLLM, FakeToolRunner
+    from tests.engine.providers.fake import tool_call as fake_tool_call
 
     slow = [ToolDefinition(name="slow", handler="async () => 1")]
     old = make(

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from sessions_app import protocol
-from sessions_app.orchestrator import SessionConfig, ToolDefinition, VoiceSession
-from sessions_app.providers.fake import FakeLLM, FakeToolRunner, tool_call
-from sessions_app.resume import SessionHost
-from sessions_app.resume.snapshot import SnapshotWriter
-from sessions_app.resume.store import Grown, MemoryResumeStore, RedisResumeStore
+from engine import protocol
+from engine.resume.snapshot import SnapshotWriter
+from engine.resume.store import Grown, MemoryResumeStore
+from engine.session import SessionConfig, ToolDefinition, VoiceSession
+from realtime.resume import SessionHost
+from realtime.resume.store import RedisResumeStore
+from tests.engine.providers.fake import FakeLLM, FakeToolRunner, tool_call
 
 
 def _snapshot(history: list[dict[str, Any]], call_ids: list[str] | None = None) -> dict:
@@ -81,7 +82,7 @@ async def test_the_store_puts_the_snapshot_back_together(store: Any) -> None:
 class _NoRecord:
     on_quota_exceeded: Any = None
 
-    def observe(self, event: dict[str, Any]) -> None: ...
+    def observe(self, event: protocol.ServerEvent) -> None: ...
 
     async def finish(self, close_code: int | None, usage: Any = None) -> None: ...
 
@@ -111,9 +112,9 @@ async def test_a_long_session_writes_each_history_entry_about_once() -> None:
     )
     replied = asyncio.Event()
 
-    async def emit(event: dict[str, Any]) -> None:
+    async def emit(event: protocol.Stamped) -> None:
         await host.emit(event)
-        if event["type"] == "chat":
+        if isinstance(event.event, protocol.ChatEvent):
             replied.set()
 
     session = VoiceSession(

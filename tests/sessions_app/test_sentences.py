@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app.sentences import SentenceSplitter, split_sentences
+from engine.text.sentences import SentenceSplitter, split_sentences
 
 WHOLE_TEXT_CASES = [
     ("Hello there. How are you?", ["Hello there.", "How are you?"]),
@@ -31,6 +31,12 @@ WHOLE_TEXT_CASES = [
         "Run:\n```\nx = 1. y\nprint(x)\n```\nDone. Ok",
         ["Run:", "```\nx = 1. y\nprint(x)\n```", "Done.", "Ok"],
     ),
+    # An indented code block is one piece, its indentation kept (the cleaner drops it).
+    ("Code:\n    x = 1\n    y = 2\nDone.", ["Code:", "    x = 1\n    y = 2", "Done."]),
+    ("Code:\n\n\tx = 1. y\n\n\tz = 2\n\nOk.", ["Code:", "\tx = 1. y\n\n\tz = 2", "Ok."]),
+    ("Code:\n    x = 1", ["Code:", "    x = 1"]),
+    ("Nested:\n    - one. Two\n    - three", ["Nested:", "- one.", "Two", "- three"]),
+    ("1. First\n    more. Of it\n2. Next", ["1. First", "more.", "Of it", "2. Next"]),
     ("no terminator at all", ["no terminator at all"]),
     ("   ", []),
     ("", []),

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from sessions_app import access, protocol, resume
-from sessions_app.orchestrator import SessionConfig, VoiceSession
-from sessions_app.protocol import ErrorCode
-from sessions_app.providers.fake import FakeLLM, FakeToolRunner
-from sessions_app.records import SessionRecorder
-from sessions_app.resume.store import MemoryResumeStore
+from engine import protocol
+from engine.protocol import CloseCode, ErrorCode
+from engine.resume.store import MemoryResumeStore
+from engine.session import SessionConfig, VoiceSession
+from realtime import resume
+from realtime.records import SessionRecorder
+from tests.engine.providers.fake import FakeLLM, FakeToolRunner
 from tests.sessions_app.harness import until
 
 
@@ -28,8 +29,8 @@ class ListSink:
         self.displaced = False
         self.closed_with: int | None = None
 
-    async def send_event(self, event: dict[str, Any]) -> None:
-        self.events.append(event)
+    async def send_event(self, event: protocol.Stamped) -> None:
+        self.events.append(event.to_wire())
 
     async def send_audio(self, pcm: bytes) -> None:
         self.audio.append(pcm)
@@ -207,23 +208,23 @@ async def test_terminate_says_why_then_closes_with_the_code(make: Callable[..., 
     await host.attach(sink, last_seq=0, resume_token="secret-token")
     await session.start()
     await host.terminate(
-        ErrorCode.SESSION_ENDED, "the workspace ended this session", access.CLOSE_ENDED
+        ErrorCode.SESSION_ENDED, "the workspace ended this session", CloseCode.ENDED
     )
     error = sink.events[-1]
     assert (error["type"], error["code"]) == ("error", "session_ended")
-    assert sink.closed_with == access.CLOSE_ENDED
+    assert sink.closed_with == CloseCode.ENDED
     assert resume.local_host(host.session_id) is None
 
 
 async def test_an_idle_session_is_ended_by_the_watch(
     make: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sessions_app.resume.host.WATCH_EVERY_S", 0.02)
+    monkeypatch.setattr("realtime.resume.host.WATCH_EVERY_S", 0.02)
     host, _, _ = await make(idle_timeout_s=0.05)
     sink = ListSink()
     await host.attach(sink, last_seq=0, resume_token="secret-token")
     await until(lambda: sink.closed_with is not None, 3.0)
-    assert sink.closed_with == access.CLOSE_IDLE
+    assert sink.closed_with == CloseCode.IDLE
     assert sink.events[-1]["code"] == "session_idle"
 
 
@@ -237,7 +238,7 @@ async def test_audio_goes_only_to_an_attached_sink(make: Callable[..., Any]) -> 
 
 
 def test_handover_waits_for_the_slowest_server_tool() -> None:
-    from sessions_app.orchestrator import SERVER_TOOL_GRACE_S, ToolDefinition
+    from engine.session import SERVER_TOOL_GRACE_S, ToolDefinition
 
     slow = ToolDefinition(name="slow", handler="async () => 1", timeout_s=40)
     client = ToolDefinition(name="open", client=True, timeout_s=400)
@@ -247,3 +248,37 @@ def test_handover_waits_for_the_slowest_server_tool() -> None:
     assert resume.handover_wait_s(config) == 40 + SERVER_TOOL_GRACE_S
     bare = SessionConfig(session_id="s", resume_token="r", workspace_id=1, llm_name="x")
     assert resume.handover_wait_s(bare) == resume.host.TURN_SETTLE_S
+
+
+async def test_a_drain_moves_browsers_and_lets_a_phone_call_finish_within_the_grace(
+    make: Callable[..., Any],
+) -> None:
+    """SIGTERM's drain: a browser's socket gets ``reconnect``; a phone call's stream cannot
+    reconnect and hears nothing. At the grace period's end the browser session still there
+    is saved for a resume (its state kept, not ended); the phone call ends, closed with
+    1012 (its record: ended by a platform restart)."""
+    from realtime import drain
+
+    browser_host, browser_session, browser_store = await make()
+    phone_host, phone_session, phone_store = await make()
+    browser, phone = ListSink(), ListSink()
+    browser.movable, phone.movable = True, False  # type: ignore[attr-defined]
+    await browser_host.attach(browser, last_seq=0, resume_token="secret-token")
+    await phone_host.attach(phone, last_seq=0, resume_token="secret-token")
+    await browser_session.start()
+    await phone_session.start()
+    try:
+        started = asyncio.get_running_loop().time()
+        await drain.drain(grace_s=0.5)
+        assert asyncio.get_running_loop().time() - started >= 0.5  # both stayed
+        assert drain.draining()
+    finally:
+        drain.reset()
+    assert browser.types()[-1] == "reconnect"
+    assert browser.events[-1]["seq"] == browser_session.last_seq  # in the sequence
+    assert "reconnect" not in phone.types()
+    assert resume.hosts_live() == []
+    assert browser.displaced  # its old socket closes; the client resumes elsewhere
+    assert await browser_store.load(browser_host.session_id) is not None  # saved, not ended
+    assert phone.closed_with == CloseCode.RESTART
+    assert await phone_store.load(phone_host.session_id) is None  # ended

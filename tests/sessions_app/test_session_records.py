@@ -9,17 +9,19 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.urls import reverse
 
+from engine import protocol
+from engine.providers import registry
+from engine.session import SessionConfig, ToolDefinition, VoiceSession
+from engine.session.config import SettledToolCall
 from secrets_app import services as secret_services
 from secrets_app.models import ApiKey
-from sessions_app import protocol, services
+from sessions_app import services
 from sessions_app.models import Session, ToolCallRecord
-from sessions_app.orchestrator import SessionConfig, ToolDefinition, VoiceSession
-from sessions_app.orchestrator.config import SettledToolCall
-from sessions_app.providers import registry
-from sessions_app.providers.fake import FakeLLM, FakeToolRunner, ToolHandler, tool_call
+from tests.engine.providers.fake import FakeLLM, FakeToolRunner, ToolHandler, tool_call
+from tests.engine.providers.llm.openai import fake_server as fake_openai
 from tests.factories import Tenant, make_tenant, order_tool
-from tests.fakes import openai_server as fake_openai
 from tests.sessions_app.harness import until
 from tests.sessions_app.wsclient import Client
 
@@ -59,9 +61,7 @@ def tenant(transactional_db: None) -> Tenant:
 
 @pytest.fixture
 def leaky_runner(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(
-        registry._REGISTRY["tools"], "leaky", f"{__name__}.{LeakyToolRunner.__name__}"
-    )
+    monkeypatch.setitem(registry._ADDED["tools"], "leaky", f"{__name__}.{LeakyToolRunner.__name__}")
     settings.TOOL_RUNNER = "leaky"
 
 
@@ -112,6 +112,38 @@ async def test_server_tool_calls_are_recorded_with_secrets_masked(
     stages = [entry["stage"] for entry in turn.metrics["timeline"]]
     assert sorted(stages[:2]) == ["tool:refund", "tool:track_order"]
     assert stages[2:] == ["llm_first_token", "turn"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_greeting_opens_the_transcript_and_the_first_turn_is_turn_1(
+    tenant: Tenant, llm: fake_openai.FakeOpenAIServer, client: Any
+) -> None:
+    llm.script(fake_openai.text_reply("Paris."))
+    greeted = {**TEXT_CONFIG, "greeting": "Hi! Ask me anything."}
+    session = await _run(tenant, greeted, "Capital of France?")
+
+    def recorded() -> tuple[list[tuple[str, str]], list[int], int]:
+        entries = [(e.role, e.text) for e in session.transcript.all()]
+        turns = [turn.turn_id for turn in session.turns.all()]
+        session.refresh_from_db()
+        return entries, turns, session.turn_count
+
+    entries, turns, count = await sync_to_async(recorded)()
+    assert entries == [
+        ("assistant", "Hi! Ask me anything."),
+        ("user", "Capital of France?"),
+        ("assistant", "Paris."),
+    ]
+    assert (turns, count) == ([1], 1)  # the greeting is no turn of the user's
+
+    def detail_page() -> str:
+        client.force_login(tenant.user)
+        path = reverse("dashboard:session", args=[tenant.workspace.pk, session.public_id])
+        return str(client.get(path).content.decode())
+
+    html = await sync_to_async(detail_page)()
+    assert "<h3>Turn 1</h3>" in html and "Turn 2" not in html
+    assert "Hi! Ask me anything." in html
 
 
 @pytest.mark.django_db(transaction=True)
@@ -255,8 +287,8 @@ async def reporting() -> AsyncIterator[Callable[..., Reporting]]:
         settled: list[SettledToolCall] = []
         events: list[dict[str, Any]] = []
 
-        async def emit(event: dict[str, Any]) -> None:
-            events.append(event)
+        async def emit(event: protocol.Stamped) -> None:
+            events.append(event.to_wire())
 
         async def send_audio(chunk: bytes) -> None:
             pass

@@ -4,6 +4,7 @@ goes through the consumer with both."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable
 
@@ -11,20 +12,21 @@ import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
 
-from sessions_app.models import TurnRecord
-from sessions_app.providers import stt_local, stt_local_turn
-from sessions_app.providers.audio import float_to_pcm16, pcm16_to_float, resample
-from sessions_app.providers.base import (
+from engine.providers.audio import float_to_pcm16, pcm16_to_float, resample
+from engine.providers.base import (
     FinalTranscript,
     PartialTranscript,
     ProviderError,
     SpeechStarted,
     STTEvent,
 )
-from sessions_app.providers.stt_local import LocalSTT, ends_sentence
-from sessions_app.providers.tts_local import LocalTTS
+from engine.providers.stt.local import adapter as stt_local
+from engine.providers.stt.local import turn as stt_local_turn
+from engine.providers.stt.local.adapter import Decoded, LocalSTT, ends_sentence
+from engine.providers.tts.local.adapter import LocalTTS
+from sessions_app.models import TurnRecord
+from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer, text_reply
 from tests.factories import make_tenant
-from tests.fakes.openai_server import FakeOpenAIServer, text_reply
 from tests.sessions_app.wsclient import Client
 from tests.speech import SPOKEN, SPOKEN_WORDS, words
 
@@ -170,10 +172,11 @@ def verdict(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return answer
 
 
-async def heard(audio: bytes) -> list[FinalTranscript]:
+async def heard(audio: bytes, *, live: bool = False) -> list[FinalTranscript]:
     """Finals of ``audio`` fed at once, then nothing more, once every decode and verdict it
     started is done: where the audio's silence stays short of the limits, only the model
-    and the words can end the turn."""
+    and the words can end the turn. ``live``: the loop runs between frames, as with a live
+    microphone, so the partials decoded meanwhile are shown before the pause."""
     stream = await LocalSTT().open(sample_rate=16_000)
     finals: list[FinalTranscript] = []
 
@@ -185,6 +188,8 @@ async def heard(audio: bytes) -> list[FinalTranscript]:
     reader = asyncio.create_task(collect())
     for start in range(0, len(audio), FRAME):
         await stream.push_audio(audio[start : start + FRAME])
+        if live:
+            await asyncio.sleep(0.004)
     for _ in range(600):  # the work is bounded; 30 s is only a guard against a hang
         await asyncio.sleep(0.05)
         if not stream._decodes:
@@ -214,7 +219,11 @@ async def test_words_that_trail_off_are_not_the_end_even_if_the_model_is_sure(
 ) -> None:
     verdict[0] = 0.99
     # What Whisper writes for a user who stops mid-sentence (it punctuates what it hears).
-    monkeypatch.setattr(stt_local, "transcribe", lambda samples, prompt=None: "What is the...")
+    monkeypatch.setattr(
+        stt_local,
+        "transcribe",
+        lambda samples, prompt=None, full=False, language="en": Decoded("What is the...", -0.1),
+    )
     assert await heard(silence(300) + phrase_16k + silence(300)) == []
 
 
@@ -223,6 +232,59 @@ async def test_speech_after_a_pause_makes_one_turn(phrase_16k: bytes, verdict: l
     audio = silence(300) + phrase_16k + silence(250) + phrase_16k + silence(1200)
     (final,) = await heard(audio)
     assert words(final.text).count("paris") == 2
+
+
+# ---------------------------------------------------------------- a speculative final
+
+
+RIGHT, WRONG = "What is the capital of France?", "What is the capital I'm France?"
+
+
+def decoder(partial: Decoded, final: Decoded, again: Decoded, asked: list[str]) -> object:
+    """Whisper replaced by fixed words and scores: what the partial thread, the final
+    thread (the speculative decode) and a decode again with the full window hear."""
+
+    def transcribe(
+        samples: np.ndarray, prompt: str | None = None, full: bool = False, language: str = "en"
+    ) -> Decoded:
+        on = threading.current_thread().name
+        kind = "partial" if "partial" in on else "again" if full else "final"
+        asked.append(kind)
+        return {"partial": partial, "final": final, "again": again}[kind]
+
+    return transcribe
+
+
+@pytest.mark.parametrize(
+    ("partial", "final", "again", "kept", "decoded_again"),
+    [
+        # The partial heard every word and the decoder was surer of it: kept.
+        (Decoded(RIGHT, -0.15), Decoded(WRONG, -0.62), Decoded(WRONG, -0.6), RIGHT, False),
+        # The speculative final was the surer one: kept.
+        (Decoded(WRONG, -0.62), Decoded(RIGHT, -0.15), Decoded(WRONG, -0.6), RIGHT, False),
+        # The partial missed the last word: the speech is decoded again, the surer wins.
+        (
+            Decoded("What is the capital", -0.1),
+            Decoded(WRONG, -0.62),
+            Decoded(RIGHT, -0.2),
+            RIGHT,
+            True,
+        ),
+        # They agree: nothing more is done.
+        (Decoded(RIGHT, -0.3), Decoded(RIGHT, -0.3), Decoded(WRONG, 0.0), RIGHT, False),
+    ],
+)
+async def test_a_speculative_final_is_never_less_sure_than_the_partial_it_replaces(
+    phrase_16k: bytes, verdict: list[float], monkeypatch: pytest.MonkeyPatch,
+    partial: Decoded, final: Decoded, again: Decoded, kept: str, decoded_again: bool,
+) -> None:  # fmt: skip
+    verdict[0] = 0.97  # sure at the first pause: the speculative decode is the final
+    asked: list[str] = []
+    monkeypatch.setattr(stt_local, "transcribe", decoder(partial, final, again, asked))
+    (heard_final,) = await heard(silence(300) + phrase_16k + silence(300), live=True)
+    assert "partial" in asked  # the user saw a partial before the pause
+    assert heard_final.text == kept
+    assert ("again" in asked) is decoded_again
 
 
 def test_whisper_punctuation_says_whether_a_sentence_ended() -> None:
@@ -292,7 +354,7 @@ async def test_barge_in_mid_speech_stops_at_once_and_history_keeps_what_was_hear
     llm,
     phrase_16k: bytes,  # the voice is loaded before the turn starts
 ) -> None:
-    from tests.fakes.openai_server import Delay, Done, Finish, Text
+    from tests.engine.providers.llm.openai.fake_server import Delay, Done, Finish, Text
 
     settings.TTS_PROVIDER = "local"
     llm.script(
@@ -332,7 +394,8 @@ async def test_barge_in_mid_speech_stops_at_once_and_history_keeps_what_was_hear
 def test_an_offline_model_loads_once_and_a_failure_says_what_to_install() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from sessions_app.providers.audio import OfflineModel
+    from engine.providers import audio
+    from engine.providers.audio import OfflineModel
 
     calls: list[str] = []
 
@@ -351,4 +414,6 @@ def test_an_offline_model_loads_once_and_a_failure_says_what_to_install() -> Non
             assert caught.value.code == "tts_failed"
         loaded = OfflineModel(object, executor=executor, failure="-", code="stt_failed")
         assert loaded.get() is loaded.get()
-    assert calls == ["load"]  # tried once, remembered
+    assert calls == ["load"]  # tried once, remembered (for a while: test_model_loading.py)
+    audio._MODELS.remove(model)  # a failed model would fail /healthz in the next tests
+    audio._MODELS.remove(loaded)

@@ -10,10 +10,11 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from sessions_app import services as agent_services
+from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer, text_reply
+from tests.engine.providers.tts.orpheus.fake_server import FakeOrpheusServer
 from tests.factories import Tenant, make_tenant
-from tests.fakes.openai_server import FakeOpenAIServer, text_reply
-from tests.fakes.orpheus_server import FakeOrpheusServer
 from tests.fakes.ws_server import Cut
+from tests.sessions_app.recording import recorded_errors
 from tests.sessions_app.wsclient import Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,12 +96,15 @@ async def test_a_missing_provider_setting_is_named(settings, tenant, llm) -> Non
         await client.until("ready")
         await spoken_turn(client, "hello")
     (error,) = [e for e in client.events if e["type"] == "error"]
-    assert error["code"] == "tts_failed" and "ORPHEUS_URL" in error["message"]
+    assert error["code"] == "tts_failed" and "ORPHEUS_URL" not in error["message"]
+    # The page hears a fixed sentence; the session's dashboard page names the setting.
+    ((code, detail),) = await recorded_errors(tenant.workspace)
+    assert code == "tts_failed" and "ORPHEUS_URL is not set" in detail
     assert any(e["type"] == "chat" and e["text"] == "Hi." for e in client.events)
 
 
 async def test_an_agents_vocabulary_reaches_its_recogniser(settings, tenant, llm) -> None:
-    from sessions_app.providers import stt_local
+    from engine.providers.stt.local import adapter as stt_local
 
     settings.STT_PROVIDER, settings.TTS_PROVIDER = "local", "fake"
     prompts: list[str | None] = []

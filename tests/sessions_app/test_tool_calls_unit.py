@@ -8,13 +8,13 @@ import json
 from collections.abc import Coroutine
 from typing import Any
 
-from sessions_app.orchestrator import SessionConfig, ToolDefinition, TurnMetrics
-from sessions_app.orchestrator.state import Turn
-from sessions_app.orchestrator.tools import ToolCalls
-from sessions_app.orchestrator.usage import UsageMeter
-from sessions_app.protocol import ErrorCode, ServerEvent
-from sessions_app.providers.base import ToolCall
-from sessions_app.providers.fake import FakeToolRunner
+from engine.protocol import ErrorCode, ServerEvent
+from engine.providers.base import ToolCall
+from engine.session import SessionConfig, ToolDefinition, TurnMetrics
+from engine.session.state import Turn
+from engine.session.tools import ToolCalls
+from engine.session.usage import UsageMeter
+from tests.engine.providers.fake import FakeToolRunner
 
 WEATHER = ToolDefinition(
     name="get_weather",

@@ -14,8 +14,14 @@ from asgiref.sync import sync_to_async
 from secrets_app import services as secret_services
 from sessions_app import services
 from sessions_app.models import Session, ToolCallRecord
+from tests.engine.providers.llm.openai.fake_server import (
+    Done,
+    FakeOpenAIServer,
+    Finish,
+    text_reply,
+    tool_call,
+)
 from tests.factories import Tenant, make_tenant
-from tests.fakes.openai_server import Done, FakeOpenAIServer, Finish, text_reply, tool_call
 from tests.sessions_app.wsclient import Client
 from tools_app import services as tool_services
 

@@ -11,14 +11,15 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from sessions_app import live
-from sessions_app.orchestrator import ToolDefinition
-from sessions_app.orchestrator.usage import USAGE_FIELDS, estimate_tokens
-from sessions_app.providers.fake import FakeLLM, silence_pcm, tone_pcm
-from sessions_app.providers.fake import tool_call as fake_tool_call
+from core import leases as live
+from engine.session import ToolDefinition
+from engine.session.usage import USAGE_FIELDS, estimate_tokens
+from sessions_app.usage_figures import RECORD_FIELDS
 from tests.conftest import api_client
+from tests.engine.providers.fake import FakeLLM, silence_pcm, tone_pcm
+from tests.engine.providers.fake import tool_call as fake_tool_call
+from tests.engine.providers.llm.openai.fake_server import Done, Finish, Usage, text_reply, tool_call
 from tests.factories import make_tenant
-from tests.fakes.openai_server import Done, Finish, Usage, text_reply, tool_call
 from tests.sessions_app.harness import started
 from tests.sessions_app.recording import (
     CPU_MS_PER_CALL,
@@ -90,6 +91,7 @@ async def test_a_scripted_voice_session_meters_what_the_providers_served(llm):
         "server_tool_calls": 1,
         "tool_cpu_ms": round(CPU_MS_PER_CALL),
         "client_tool_calls": 1,
+        "phone_call_ms": 0,  # a browser session
     }
     assert RecordingSTT.received_bytes() == 55 * 640  # every frame reached the recogniser
     assert expected["tts_characters"] == len("Order A1 has shipped.")
@@ -104,7 +106,7 @@ async def test_a_scripted_voice_session_meters_what_the_providers_served(llm):
     assert detail.json()["turns"][0]["usage"]["prompt_tokens"] == 270
 
     day = await sync_to_async(UsageDaily.objects.get)(workspace=tenant.workspace)
-    assert {name: getattr(day, name) for name in USAGE_FIELDS} == expected
+    assert {name: getattr(day, name) for name in RECORD_FIELDS} == expected
     assert (day.day, day.sessions, day.agent_key) == (timezone.now().date(), 1, 0)
 
 
@@ -147,7 +149,7 @@ async def test_usage_of_other_workspaces_is_not_visible(llm):
 
 
 async def test_an_interrupted_round_is_still_a_request_and_is_estimated(make):
-    from sessions_app.providers.fake import Delay
+    from tests.engine.providers.fake import Delay
 
     harness = await started(make, llm=FakeLLM(script=[["Once upon ", Delay(5), "a time."]]))
     await harness.say("tell me a story")
@@ -187,4 +189,5 @@ def test_the_figures_are_one_list_everywhere():
     from usage_app.models import UsageFigures
 
     columns = [f.name for f in UsageFigures._meta.get_fields()]
-    assert columns == list(USAGE_FIELDS)
+    assert columns == list(RECORD_FIELDS)
+    assert RECORD_FIELDS[: len(USAGE_FIELDS)] == USAGE_FIELDS  # the engine's, then the doors'

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app.voice_cleaner import cardinal_words, clean_for_speech, ordinal_words
+from engine.text.sentences import SentenceSplitter
+from engine.text.voice_cleaner import cardinal_words, clean_for_speech, ordinal_words
 
 RULES = [
     # code blocks
@@ -12,6 +13,13 @@ RULES = [
     ("indented code", "Example:\n\n    x = 1\n    y = 2\n\nDone.", "Example: Done."),
     ("tab-indented code", "Example:\n\n\tx = 1\n\nDone.", "Example: Done."),
     ("indented list item is not code", "Items:\n\n    - nested", "Items: nested"),
+    ("indented code right after prose", "Here:\n    x = 1\n    y = 2\nDone.", "Here: Done."),
+    ("an indented block on its own", "    x = 1\n\n    y = 2", ""),
+    (
+        "a list item going on is not code",
+        "1. First\n    more of it\n2. Second",
+        "First more of it Second",
+    ),
     # inline markup
     ("inline code", "Call `get_user()` now", "Call get_user() now"),
     ("inline code is not rewritten", "Set `__init__` to `3.14`", "Set __init__ to 3.14"),
@@ -194,3 +202,20 @@ def test_very_long_numbers_are_read_digit_by_digit() -> None:
     assert clean_for_speech("1234567890123456") == (
         "one two three four five six seven eight nine zero one two three four five six"
     )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Here is the code:\n    x = 1\n    print(x)\nThat prints one.",
+        "Here is the code:\n\n    x = 1\n    print(x)\n\nThat prints one.",
+        "Here is the code:\n\tx = 1\n\tprint(x)\nThat prints one.",
+    ],
+)
+def test_indented_code_in_a_streamed_reply_is_not_read_aloud(reply: str) -> None:
+    """As a reply is spoken: the LLM's deltas (here one character at a time) through the
+    sentence splitter, each piece through the cleaner."""
+    splitter = SentenceSplitter(first_clause_words=3)
+    pieces = [piece for char in reply for piece in splitter.push(char)] + splitter.flush()
+    spoken = " ".join(text for text in map(clean_for_speech, pieces) if text)
+    assert spoken == "Here is the code: That prints one."

@@ -1,5 +1,8 @@
 """ctx.fetch's way out: URL, address, redirect, size, time and secret rules.
 
+Every refusal of an address or a port, a name that does not resolve and a closed port say
+the egress guard's one sentence (``NOT_PUBLIC``), whatever the cause.
+
 Positive cases talk to real servers on 127.0.0.1 (allow_private=True). Public
 addresses are never dialled: names map to them through a scripted resolver and the
 request lands in an httpx.MockTransport, which still shows where it would have gone.
@@ -19,6 +22,16 @@ from urllib.parse import quote, unquote
 import httpx
 import pytest
 
+from egress import Policy
+from egress.client import (
+    EgressDenied,
+    EgressFailed,
+    EgressPolicy,
+    FetchRequest,
+    fetch,
+    host_allowed,
+)
+from egress.secret_refs import SecretBinding, make_reference
 from tests.fakes.egress_server import (
     EgressTestServer,
     Handler,
@@ -31,16 +44,8 @@ from tests.fakes.egress_server import (
     trickle,
 )
 from tests.fakes.egress_tls import make_tls
-from tools_app.egress import (
-    EgressDenied,
-    EgressFailed,
-    EgressPolicy,
-    FetchRequest,
-    fetch,
-    host_allowed,
-)
-from tools_app.secret_refs import SecretBinding, make_reference
 
+NOT_PUBLIC = "is not a public address the platform can reach."
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:4700::1111"
 MB = 1024 * 1024
@@ -105,7 +110,9 @@ async def server() -> AsyncIterator[EgressTestServer]:
 
 def local(server: EgressTestServer, **overrides: Any) -> EgressPolicy:
     """Lets the test reach its own server on 127.0.0.1."""
-    return EgressPolicy(allow_private=True, allowed_ports=frozenset({server.port}), **overrides)
+    return EgressPolicy(
+        guard=Policy(allow_private=True, ports=frozenset({server.port})), **overrides
+    )
 
 
 async def refused(url: str, **kwargs: Any) -> EgressDenied:
@@ -132,7 +139,7 @@ async def refused(url: str, **kwargs: Any) -> EgressDenied:
 async def test_only_http_and_https_may_leave(url: str) -> None:
     resolver = FakeResolver({})
     error = await refused(url, resolver=resolver)
-    assert "scheme" in str(error)
+    assert str(error) == "the URL must start with http:// or https:// and name a host"
     assert resolver.calls == []
 
 
@@ -150,9 +157,9 @@ async def test_ports_outside_the_policy_are_refused_before_dns(
 ) -> None:
     resolver = FakeResolver({"public.test": [PUBLIC_V4]})
     error = await refused(
-        url, policy=EgressPolicy(allowed_ports=frozenset(allowed)), resolver=resolver
+        url, policy=EgressPolicy(guard=Policy(ports=frozenset(allowed))), resolver=resolver
     )
-    assert f"port {port} of public.test is not allowed" in str(error)
+    assert str(error) == f"public.test:{port} {NOT_PUBLIC}"
     assert resolver.calls == []
 
 
@@ -187,8 +194,8 @@ async def test_odd_methods_are_refused(method: str) -> None:
         ("http://224.0.0.1/", "multicast"),
         ("http://240.0.0.1/", "reserved"),
         ("http://255.255.255.255/", "reserved"),
-        ("http://192.0.2.1/", "not a public address"),
-        ("http://198.18.0.1/", "not a public address"),
+        ("http://192.0.2.1/", "documentation"),
+        ("http://198.18.0.1/", "benchmarking"),
         ("http://[::1]/", "loopback"),
         ("http://[::]/", "unspecified"),
         ("http://[fe80::1]/", "link-local"),
@@ -196,7 +203,7 @@ async def test_odd_methods_are_refused(method: str) -> None:
         ("http://[fd12:3456::1]/", "private"),
         ("http://[fec0::1]/", "site-local"),
         ("http://[ff02::1]/", "multicast"),
-        ("http://[2001:db8::1]/", "not a public address"),
+        ("http://[2001:db8::1]/", "documentation"),
         ("http://[::ffff:127.0.0.1]/", "loopback, inside an IPv6 address"),
         ("http://[::ffff:169.254.169.254]/", "link-local, inside an IPv6 address"),
         ("http://[::ffff:10.0.0.1]/", "private, inside an IPv6 address"),
@@ -210,8 +217,8 @@ async def test_odd_methods_are_refused(method: str) -> None:
 async def test_literal_addresses_that_are_not_public_are_refused(url: str, reason: str) -> None:
     resolver = FakeResolver({})
     error = await refused(url, resolver=resolver)
-    assert "is not a public address" in str(error)
-    assert reason in str(error)
+    assert str(error).endswith(NOT_PUBLIC)  # the class of address is never named
+    assert reason not in str(error)
     assert resolver.calls == []
 
 
@@ -233,7 +240,7 @@ async def test_literal_addresses_that_are_not_public_are_refused(url: str, reaso
 async def test_odd_ipv4_spellings_are_read_as_the_os_would(url: str, reason: str) -> None:
     resolver = FakeResolver({})
     error = await refused(url, resolver=resolver)
-    assert reason in str(error)
+    assert str(error).endswith(NOT_PUBLIC) and reason not in str(error)
     assert resolver.calls == []
 
 
@@ -266,7 +273,7 @@ async def test_a_name_resolving_to_any_non_public_address_is_refused(
     upstream = MockUpstream()
     resolver = FakeResolver({"internal.test": answers})
     error = await refused("https://internal.test/admin", resolver=resolver, client=upstream.client)
-    assert f"internal.test resolves to an address that is not public ({reason}" in str(error)
+    assert str(error) == f"internal.test:443 {NOT_PUBLIC}" and reason not in str(error)
     assert answers[-1] not in str(error)  # no map of the internal network for the author
     assert upstream.requests == []
 
@@ -274,12 +281,13 @@ async def test_a_name_resolving_to_any_non_public_address_is_refused(
 async def test_localhost_is_refused_through_its_answer() -> None:
     resolver = FakeResolver({"localhost": ["127.0.0.1", "::1"]})
     error = await refused("http://localhost/", resolver=resolver)
-    assert "loopback" in str(error)
+    assert str(error) == f"localhost:80 {NOT_PUBLIC}"
+    assert resolver.calls == []  # known without asking
 
 
 async def test_an_unknown_name_fails_without_a_connection() -> None:
     upstream = MockUpstream()
-    with pytest.raises(EgressFailed, match=re.escape("could not resolve nowhere.test")):
+    with pytest.raises(EgressDenied, match=re.escape(f"nowhere.test:80 {NOT_PUBLIC}")):
         await fetch(
             FetchRequest("http://nowhere.test/"),
             policy=EgressPolicy(),
@@ -362,7 +370,7 @@ async def test_a_redirect_back_to_the_same_name_is_vetted_again() -> None:
     upstream = MockUpstream(httpx.Response(302, headers={"location": "/again"}))
     resolver = FakeResolver({"rebind.test": [PUBLIC_V4]}, later={"rebind.test": ["127.0.0.1"]})
     error = await refused("https://rebind.test/x", resolver=resolver, client=upstream.client)
-    assert "loopback" in str(error)
+    assert str(error) == f"rebind.test:443 {NOT_PUBLIC}"
     assert len(upstream.requests) == 1
 
 
@@ -466,19 +474,21 @@ async def test_a_sixth_redirect_is_refused(server: EgressTestServer) -> None:
 @pytest.mark.parametrize(
     ("location", "rule"),
     [
-        ("http://internal.test/admin", "internal.test resolves to an address that is not public"),
-        ("http://169.254.169.254/latest/meta-data/", "link-local"),
-        ("http://[::ffff:127.0.0.1]/", "loopback"),
-        ("http://2130706433/", "loopback"),
-        ("file:///etc/passwd", "scheme file is not allowed"),
-        ("http://public.test:6379/", "port 6379"),
+        ("http://internal.test/admin", f"internal.test:80 {NOT_PUBLIC}"),
+        ("http://169.254.169.254/latest/meta-data/", f"169.254.169.254:80 {NOT_PUBLIC}"),
+        ("http://[::ffff:127.0.0.1]/", f"[::ffff:7f00:1]:80 {NOT_PUBLIC}"),
+        ("http://2130706433/", f"127.0.0.1:80 {NOT_PUBLIC}"),
+        ("http://0x7f00000a/", f"127.0.0.10:80 {NOT_PUBLIC}"),
+        ("http://nowhere.test/", f"nowhere.test:80 {NOT_PUBLIC}"),
+        ("file:///etc/passwd", "must start with http:// or https://"),
+        ("http://public.test:6379/", f"public.test:6379 {NOT_PUBLIC}"),
     ],
 )
 async def test_a_public_host_redirecting_inwards_is_refused(location: str, rule: str) -> None:
     upstream = MockUpstream(httpx.Response(302, headers={"location": location}))
     resolver = FakeResolver({"public.test": [PUBLIC_V4], "internal.test": ["10.0.0.1"]})
     error = await refused("https://public.test/start", resolver=resolver, client=upstream.client)
-    assert rule in str(error)
+    assert rule in str(error) and "redirect" not in str(error)
     assert len(upstream.requests) == 1
 
 
@@ -598,7 +608,7 @@ async def test_a_closed_port_fails_cleanly() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    policy = EgressPolicy(allow_private=True, allowed_ports=frozenset({port}))
+    policy = EgressPolicy(guard=Policy(allow_private=True, ports=frozenset({port})))
     with pytest.raises(EgressFailed, match=re.escape("could not connect to 127.0.0.1")):
         await fetch(FetchRequest(f"http://127.0.0.1:{port}/"), policy=policy)
 
@@ -832,3 +842,37 @@ async def test_a_refused_fetch_is_logged_without_the_url_the_handler_chose(caplo
             policy=EgressPolicy(),
         )
     assert "4111111111111111" not in caplog.text
+
+
+# --- one sentence: no map of the network behind the platform -------------------------
+
+
+class RefusingUpstream(MockUpstream):
+    """A public address whose port is closed: the connection is refused."""
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+
+async def test_loopback_an_unknown_name_and_a_closed_port_say_the_same_sentence() -> None:
+    resolver = FakeResolver({"inside.test": ["127.0.0.1"], "closed.test": [PUBLIC_V4]})
+    closed = RefusingUpstream()
+    answers = [
+        await refused("https://inside.test/", resolver=resolver),
+        await refused("https://nowhere.test/", resolver=resolver),
+        await refused("https://closed.test/", resolver=resolver, client=closed.client),
+    ]
+    shown = {str(error).split(" ", 1)[1] for error in answers}
+    assert shown == {NOT_PUBLIC}
+    assert [type(error) for error in answers] == [EgressDenied] * 3
+    assert len(closed.requests) == 1  # the closed port was really tried
+
+
+async def test_the_same_sentence_for_many_hosts_at_once() -> None:
+    resolver = FakeResolver({f"h{i}.test": ["10.0.0.1" if i % 2 else "::1"] for i in range(20)})
+    errors = await asyncio.gather(
+        *(refused(f"https://h{i}.test/", resolver=resolver) for i in range(20)),
+        *(refused(f"https://gone{i}.test/", resolver=resolver) for i in range(20)),
+    )
+    assert {str(error).split(" ", 1)[1] for error in errors} == {NOT_PUBLIC}

@@ -429,6 +429,30 @@ async def test_console_output_is_captured_not_printed(
     assert "hello" not in caplog.text
 
 
+async def test_reading_a_secret_that_does_not_exist_is_said_in_the_console() -> None:
+    source = (
+        "async (args, ctx) => { const auth = `Bearer ${ctx.secrets.WEATHER_KEY}`;"
+        " const again = ctx.secrets.WEATHER_KEY; const { KEY } = ctx.secrets;"
+        " JSON.stringify(ctx.secrets); await Promise.resolve(ctx.secrets);"
+        " return [auth, again, KEY, 'KEY' in ctx.secrets, Object.keys(ctx.secrets),"
+        " Object.isFrozen(ctx.secrets)] }"
+    )
+    result = await run(source, secrets={"KEY": "k-1"})
+    assert result.ok, result.error
+    assert json.loads(result.result_json or "") == [
+        "Bearer undefined",
+        None,
+        "k-1",
+        True,
+        ["KEY"],
+        True,
+    ]
+    assert result.console == (
+        "[warn] secret WEATHER_KEY does not exist in this workspace, so"
+        " ctx.secrets.WEATHER_KEY is undefined: add it on the dashboard's Secrets page\n"
+    )  # said once, and nothing for the secret that exists or for await/JSON
+
+
 async def test_console_is_capped() -> None:
     source = "() => { for (let i = 0; i < 1000; i++) console.log('line', i, 'é'.repeat(40)) }"
     result = await run(source, max_console_bytes=2000)

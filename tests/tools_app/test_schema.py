@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tools_app.schema import (
+from engine.tools.schema import (
     MAX_REPORTED_ERRORS,
     ArgumentsInvalid,
     SchemaError,
@@ -341,3 +341,44 @@ def test_parse_arguments_errors(raw: str, message: str) -> None:
     with pytest.raises(ArgumentsInvalid) as raised:
         parse_arguments(raw)
     assert message in str(raised.value)
+
+
+# --- schemas that would make validation recurse without end -------------------------------
+
+LOOPS = [
+    {"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+     "properties": {"x": {"$ref": "#/$defs/A"}}},
+    {"$defs": {"A": {"allOf": [{"$ref": "#/$defs/A"}]}},
+     "properties": {"x": {"$ref": "#/$defs/A"}}},
+    {"anyOf": [{"$ref": "#"}]},
+    {"$defs": {"A": {"not": {"$ref": "#/$defs/B"}}, "B": {"if": {"$ref": "#/$defs/A"}}}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", LOOPS)
+def test_looping_references_are_refused_when_declared(schema: dict[str, Any]) -> None:
+    with pytest.raises(SchemaError, match="loop back"):
+        to_json_schema({"type": "object", **schema})
+
+
+def test_a_recursive_tree_is_still_a_schema() -> None:
+    node = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    schema = to_json_schema(node)
+    validate_arguments(schema, {"kids": [{"kids": []}]})
+
+
+def test_nesting_past_the_depth_limit_is_refused() -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(40):
+        deep = {"type": "object", "properties": {"a": deep}}
+    with pytest.raises(SchemaError, match="levels deep"):
+        to_json_schema(deep)
+
+
+def test_a_looping_schema_that_got_through_fails_validation_as_a_schema_error() -> None:
+    """Stored before the check (or slipping past it): the call fails, never the turn."""
+    loop = {"type": "object", **LOOPS[0]}
+    with pytest.raises(SchemaError, match="refers to itself"):
+        validate_arguments(loop, {"x": "a"})
+    with pytest.raises(SchemaError, match="could not be used"):
+        validate_arguments({"type": "object", "properties": {"x": {"pattern": "("}}}, {"x": "a"})

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from engine.tools.call import ToolRequest
 from secrets_app import services as secret_services
 from tests.factories import make_tenant
 from tests.fakes.egress_server import EgressTestServer, RecordedRequest, echo, redirect
-from tools_app.services import ToolRun, tool_execute
+from tools_app.services import tool_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,7 +24,7 @@ API_KEY = "weather-api-key-4f9a"
 
 @pytest.fixture
 async def workspace_id(settings):
-    settings.SANDBOX_EGRESS_ALLOW_PRIVATE = True
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True
     tenant = await sync_to_async(make_tenant)("tools@example.com")
     await sync_to_async(secret_services.secret_set)(
         workspace=tenant.workspace,
@@ -34,8 +35,8 @@ async def workspace_id(settings):
     return tenant.workspace.pk
 
 
-def run(workspace_id: int, handler: str, *, pinned: bool, **args: object) -> ToolRun:
-    return ToolRun(
+def run(workspace_id: int, handler: str, *, pinned: bool, **args: object) -> ToolRequest:
+    return ToolRequest(
         call_id="c1",
         workspace_id=workspace_id,
         name="t",
@@ -65,7 +66,7 @@ async def test_returned_secret_values_are_scrubbed(workspace_id):
 async def test_reference_becomes_the_value_only_for_an_allowed_host(workspace_id, settings):
     async with EgressTestServer() as server:
         server.route("/weather", echo())
-        settings.SANDBOX_EGRESS_PORTS = [server.port]
+        settings.EGRESS_PORTS = [server.port]
         handler = (
             "async (a, ctx) => { const r = await ctx.fetch(a.url, {headers: "
             "{'x-api-key': ctx.secrets.WEATHER_KEY}}); return {status: r.status}; }"
@@ -90,7 +91,7 @@ async def test_handler_errors_and_timeouts_are_outcomes(workspace_id):
         run(workspace_id, "() => { throw new Error('nope') }", pinned=False)
     )
     assert (thrown.status, "nope" in thrown.error) == ("failed", True)
-    looping = ToolRun(
+    looping = ToolRequest(
         call_id="c2",
         workspace_id=workspace_id,
         name="t",
@@ -122,7 +123,7 @@ def _echo_everything() -> Any:
 
 
 def _spelled_anywhere(value: str, texts: list[str]) -> bool:
-    from tools_app.secret_refs import SecretBinding, carries_value
+    from egress.secret_refs import SecretBinding, carries_value
 
     binding = SecretBinding("X", value, (), "ref")
     return carries_value(texts, binding)
@@ -154,7 +155,7 @@ async def test_an_echoing_allowed_host_gives_no_value_back_to_send_elsewhere(
 ):
     async with EgressTestServer() as server:
         server.route("/echo", _echo_everything())
-        settings.SANDBOX_EGRESS_PORTS = [server.port]
+        settings.EGRESS_PORTS = [server.port]
         handler = r"""async (a, ctx) => {
           const key = ctx.secrets.WEATHER_KEY;
           const r = await ctx.fetch(a.allowed + '?k=' + key, {headers: {'x-api-key': key,
@@ -192,7 +193,7 @@ async def test_an_echoing_allowed_host_gives_no_value_back_to_send_elsewhere(
 async def test_basic_auth_reaches_only_the_secrets_hosts_pinned_or_not(workspace_id, settings):
     async with EgressTestServer() as server:
         server.route("/api", _echo_everything())
-        settings.SANDBOX_EGRESS_PORTS = [server.port]
+        settings.EGRESS_PORTS = [server.port]
         for auth in (
             "ctx.basicAuth('api', ctx.secrets.WEATHER_KEY)",
             "'Basic ' + btoa('api:' + ctx.secrets.WEATHER_KEY)",
@@ -223,14 +224,14 @@ async def test_no_header_that_carried_a_secret_survives_a_cross_host_redirect(
     async with EgressTestServer() as server:
         server.route("/go", redirect(server.url("/landed", host="localhost")))
         server.route("/landed", _echo_everything())
-        settings.SANDBOX_EGRESS_PORTS = [server.port]
+        settings.EGRESS_PORTS = [server.port]
         handler = """async (a, ctx) => {
           const v = ctx.secrets.READABLE_KEY;
           const r = await ctx.fetch(a.url, {headers: {'x-plain': v, 'x-b64': btoa(v),
             'x-ref': ctx.secrets.WEATHER_KEY, authorization: ctx.basicAuth('u', v)}});
           return r.status;
         }"""
-        pinned = ToolRun(
+        pinned = ToolRequest(
             call_id="c9",
             workspace_id=workspace_id,
             name="t",
@@ -255,7 +256,7 @@ async def test_a_readable_value_comes_back_masked_in_every_spelling(workspace_id
       return {raw: v, b64: btoa(v), shifted: btoa('ab' + v), url: encodeURIComponent(v),
               reversed: v.split('').reverse().join(''), json: JSON.stringify({v})};
     }"""
-    trusted = ToolRun(
+    trusted = ToolRequest(
         call_id="c10",
         workspace_id=workspace_id,
         name="t",
@@ -267,7 +268,7 @@ async def test_a_readable_value_comes_back_masked_in_every_spelling(workspace_id
     )
     outcome = await tool_execute(trusted)
     assert outcome.status == "completed", outcome.error
-    assert not _spelled_anywhere("readable-9c1d-value", [outcome.result, outcome.console])
+    assert not _spelled_anywhere("readable-9c1d-value", [outcome.result, outcome.log])
     assert "[secret READABLE_KEY]" in outcome.result
     untrusted = await tool_execute(replace(trusted, reads_secrets=False))
     assert "[secret READABLE_KEY]" in untrusted.result  # only a reference to show

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
 from secrets_app import services as secret_services
-from tests.conftest import worker_database_url
+from tests.engine.providers.llm.openai.fake_server import (
+    Done,
+    FakeOpenAIServer,
+    Finish,
+    text_reply,
+    tool_call,
+)
 from tests.factories import make_tenant
 from tests.fakes.egress_server import EgressTestServer, respond
-from tests.fakes.openai_server import Done, FakeOpenAIServer, Finish, text_reply, tool_call
 from tests.sessions_app.wsclient import Client
 from tests.tools_app.jailed import BUSY_LOOP, assert_not_slowed_by_busy_loops, session_runner
 
@@ -32,59 +31,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
 ]
-
-
-@pytest.fixture
-def worker(tmp_path):
-    def start(egress_port: int, concurrency: int = 1) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "DATABASE_URL": worker_database_url(),
-            "REDIS_URL": settings.REDIS_URL,
-            "SANDBOX_EGRESS_ALLOW_PRIVATE": "true",
-            "SANDBOX_EGRESS_PORTS": str(egress_port),
-        }
-        log = tmp_path / "worker.log"
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "platform_site",
-                "worker",
-                "-Q",
-                "sandbox",
-                "-c",
-                str(concurrency),
-                "-l",
-                "INFO",
-                "--without-mingle",
-                "--without-gossip",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        started.append(process)
-        deadline = time.monotonic() + 60
-        # Ready once every task process has its jailed worker up.
-        while (
-            "ready." not in log.read_text()
-            or log.read_text().count("sandbox worker protections") < concurrency
-        ):
-            assert process.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "worker did not start"
-            time.sleep(0.2)
-        return process
-
-    started: list[subprocess.Popen[bytes]] = []
-    yield start
-    for process in started:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
 
 
 async def test_tool_fetches_with_a_host_bound_secret_through_a_real_worker(worker, settings):
@@ -182,9 +128,9 @@ async def test_parallel_calls_of_one_step_through_the_worker(worker, settings):
 
 
 def _invocation(workspace_id: int, handler: str, n: int) -> Any:
-    from sessions_app.providers.base import ToolInvocation
+    from engine.tools.call import ToolRequest
 
-    return ToolInvocation(
+    return ToolRequest(
         call_id=f"call-{workspace_id}-{n}",
         session_id="fair",
         workspace_id=workspace_id,
@@ -197,7 +143,8 @@ def _invocation(workspace_id: int, handler: str, n: int) -> Any:
 
 
 async def test_one_workspace_at_its_cap_does_not_slow_another_through_celery(worker, settings):
-    """With the README's worker count (SANDBOX_WORKSPACE_CONCURRENCY + 2 processes)."""
+    """With the worker count docs/sandbox.md asks for (SANDBOX_WORKSPACE_CONCURRENCY + 2
+    processes, "The worker")."""
     busy_ws = (await sync_to_async(make_tenant)("busy@example.com")).workspace.pk
     calm_ws = (await sync_to_async(make_tenant)("calm@example.com")).workspace.pk
     await sync_to_async(worker)(443, settings.SANDBOX_WORKSPACE_CONCURRENCY + 2)

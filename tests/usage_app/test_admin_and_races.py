@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import pytest
-from django.db import connection
 
 from secrets_app.models import ApiKey, User
 from sessions_app import services as session_services
 from sessions_app.models import Session
+from tests.concurrency import at_once
 from tests.factories import Tenant
 from usage_app import quotas
 from usage_app.models import QuotaAlert, UsageDaily, WorkspaceQuota
@@ -82,28 +81,11 @@ def _sessions(tenant: Tenant, count: int) -> list[Session]:
     ]
 
 
-def _at_once(work, count: int) -> None:
-    start = threading.Barrier(count)
-
-    def run(index: int) -> None:
-        try:
-            start.wait()
-            work(index)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-
-
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_sessions_ending_at_once_add_up_in_one_day_row(owner: Tenant) -> None:
     sessions = _sessions(owner, 8)
-    _at_once(
+    at_once(
         lambda i: usage_record(
             session=sessions[i], usage={"prompt_tokens": 100 + i, "llm_requests": 1}, ended=True
         ),
@@ -116,7 +98,7 @@ def test_sessions_ending_at_once_add_up_in_one_day_row(owner: Tenant) -> None:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_quota_crossed_by_many_at_once_alerts_once(owner: Tenant, monkeypatch) -> None:
-    monkeypatch.setattr("webhooks_app.dispatch.schedule", lambda *args: None)
+    monkeypatch.setattr("webhooks_app.dispatch.schedule", lambda *args, **_: None)
     WorkspaceQuota.objects.create(workspace=owner.workspace, llm_tokens_per_day=100)
     webhooks.endpoint_create(
         workspace=owner.workspace, url="https://hooks.example.com/", events=["quota.exceeded"]
@@ -124,7 +106,7 @@ def test_a_quota_crossed_by_many_at_once_alerts_once(owner: Tenant, monkeypatch)
     for session in _sessions(owner, 1):
         usage_record(session=session, usage={"completion_tokens": 150})
     told: list[str | None] = []
-    _at_once(lambda i: told.append(quota_check(workspace_id=owner.workspace.pk)), 6)
+    at_once(lambda i: told.append(quota_check(workspace_id=owner.workspace.pk)), 6)
     assert len(told) == 6 and all(words and "LLM tokens" in words for words in told)
     assert QuotaAlert.objects.filter(workspace=owner.workspace).count() == 1
     assert WebhookDelivery.objects.filter(event_type="quota.exceeded").count() == 1

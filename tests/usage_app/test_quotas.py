@@ -10,10 +10,17 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.urls import reverse
 
-from sessions_app import live
+from core import leases as live
 from sessions_app.models import Session
+from tests.engine.providers.llm.openai.fake_server import (
+    Delay,
+    Done,
+    Finish,
+    Text,
+    Usage,
+    text_reply,
+)
 from tests.factories import Tenant, make_tenant
-from tests.fakes.openai_server import Delay, Done, Finish, Text, Usage, text_reply
 from tests.frontend.dashboard.conftest import logged_in
 from tests.sessions_app.recording import eventually
 from tests.sessions_app.wsclient import Client
@@ -29,7 +36,7 @@ def scheduled(monkeypatch) -> list[tuple[int, int, float]]:
     """Deliveries are only queued here (their delivery has tests of its own)."""
     live._memory.clear()
     calls: list[tuple[int, int, float]] = []
-    monkeypatch.setattr("webhooks_app.dispatch.schedule", lambda *args: calls.append(args))
+    monkeypatch.setattr("webhooks_app.dispatch.schedule", lambda *args, **_: calls.append(args))
     return calls
 
 
@@ -163,8 +170,8 @@ async def test_no_quota_means_no_limit(llm):
 async def test_voice_minutes_count_during_a_long_silence(llm, monkeypatch, settings):
     """No turn at all: the audio is still recorded now and then, and the quota holds."""
     settings.AUDIO_MAX_SPEED = 100.0  # a minute of audio in a second (floods: test_limits)
-    from sessions_app.providers.fake import silence_pcm
-    from sessions_app.resume import host
+    from realtime.resume import host
+    from tests.engine.providers.fake import silence_pcm
 
     monkeypatch.setattr(host, "KEEP_EVERY_S", 0.05)
     monkeypatch.setattr(host, "USAGE_EVERY_S", 0.1)

@@ -1,5 +1,5 @@
 """A customer's webhook receiver, on a real socket: it checks every request's signature with
-the README's own Python snippet, and answers as scripted (500, 500, then 200…)."""
+the docs' own Python snippet (docs/webhooks.md), and answers as scripted (500, 500, then 200…)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from typing import Any
 
 from tests.fakes.egress_server import EgressTestServer, RecordedRequest, respond
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+WEBHOOK_DOCS = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
 PATH = "/hooks/voice"
 
 
-def readme_snippet(language: str, marker: str) -> str:
-    """The fenced ``language`` block of the README that contains ``marker``."""
-    blocks = re.findall(rf"```{language}\n(.*?)```", README.read_text(), re.DOTALL)
+def docs_snippet(language: str, marker: str) -> str:
+    """The fenced ``language`` block of the webhooks page that contains ``marker``."""
+    blocks = re.findall(rf"```{language}\n(.*?)```", WEBHOOK_DOCS.read_text(), re.DOTALL)
     return next(block for block in blocks if marker in block)
 
 
-def readme_verifier() -> Any:
+def docs_verifier() -> Any:
     namespace: dict[str, Any] = {}
-    exec(readme_snippet("python", "def verify_signature"), namespace)
+    exec(docs_snippet("python", "def verify_signature"), namespace)
     return namespace["verify_signature"]
 
 
@@ -44,7 +44,7 @@ class Receiver:
         return self.server.requests
 
     def install(self) -> None:
-        verify = readme_verifier()
+        verify = docs_verifier()
 
         async def handler(
             request: RecordedRequest, writer: asyncio.StreamWriter, server: object

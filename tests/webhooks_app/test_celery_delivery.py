@@ -4,21 +4,17 @@ retries delayed with their backoff (shortened here)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
-import time
 from itertools import pairwise
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings as django_settings
 
-from tests.conftest import worker_database_url
 from tests.factories import make_tenant
 from tests.fakes.egress_server import EgressTestServer
 from tests.faults.processes import Process
 from tests.sessions_app.recording import eventually
 from tests.webhooks_app.receiver import Receiver
+from tests.webhooks_app.workers import start_webhook_worker
 from webhooks_app import services
 from webhooks_app.models import WebhookDelivery
 
@@ -31,31 +27,15 @@ pytestmark = [
 
 
 def _worker(tmp_path, port: int) -> Process:
-    env = {
-        **os.environ,
-        "DATABASE_URL": worker_database_url(),
-        "REDIS_URL": django_settings.REDIS_URL,
-        "SANDBOX_EGRESS_ALLOW_PRIVATE": "true",
-        "SANDBOX_EGRESS_PORTS": str(port),
-        "WEBHOOK_RETRY_BASE_S": "0.3",
-    }
-    args = ["celery", "-A", "platform_site", "worker", "-Q", "celery", "-c", "1",
-            "--without-mingle", "--without-gossip", "-l", "INFO"]  # fmt: skip
-    worker = Process([sys.executable, "-m", *args], env=env, log=tmp_path / "worker.log")
-    deadline = time.monotonic() + 60
-    while "ready." not in worker.log_text():
-        assert worker.alive(), worker.log_text()[-3000:]
-        assert time.monotonic() < deadline, "the worker did not start"
-        time.sleep(0.2)
-    return worker
+    return start_webhook_worker(tmp_path / "webhooks.log", port=port, WEBHOOK_RETRY_BASE_S="0.3")
 
 
 async def test_a_celery_worker_retries_until_one_success(tmp_path, settings):
-    settings.SANDBOX_EGRESS_ALLOW_PRIVATE = True
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True
     assert not settings.CELERY_TASK_ALWAYS_EAGER  # REDIS_URL is set: tasks go to Redis
     tenant = await sync_to_async(make_tenant)("celery-hooks@example.com")
     async with EgressTestServer() as server:
-        settings.SANDBOX_EGRESS_PORTS = [server.port]
+        settings.EGRESS_PORTS = [server.port]
         receiver = Receiver(server, [500, 502, 200])
         receiver.install()
         _row, receiver.secret = await sync_to_async(services.endpoint_create)(

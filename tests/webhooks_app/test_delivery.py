@@ -1,4 +1,4 @@
-"""Post-call webhooks against a local receiver that checks the signature with the README's
+"""Post-call webhooks against a local receiver that checks the signature with the docs'
 snippet: retries until one success, the session's document, the egress guard."""
 
 from __future__ import annotations
@@ -13,15 +13,17 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import connection
+from django.utils import timezone
 
-from sessions_app import live
+from core import leases as live
+from sessions_app.models import Session
+from tests.engine.providers.llm.openai.fake_server import Done, Finish, Usage, text_reply, tool_call
 from tests.factories import make_tenant
 from tests.fakes.egress_server import EgressTestServer
-from tests.fakes.openai_server import Done, Finish, Usage, text_reply, tool_call
 from tests.sessions_app.recording import eventually
 from tests.sessions_app.wsclient import Client
-from tests.webhooks_app.receiver import Receiver, readme_snippet, readme_verifier
-from webhooks_app import services
+from tests.webhooks_app.receiver import Receiver, docs_snippet, docs_verifier
+from webhooks_app import payloads, services
 from webhooks_app.models import WebhookDelivery
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,13 +37,13 @@ def embedded(settings):
     live._memory.clear()
     settings.CELERY_TASK_ALWAYS_EAGER = True
     settings.WEBHOOK_RETRY_BASE_S = 0.05
-    settings.SANDBOX_EGRESS_ALLOW_PRIVATE = True
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True
     settings.TOOL_RUNNER = "fake"
     return settings
 
 
 async def _receiver(server: EgressTestServer, statuses: list[int], settings) -> Receiver:
-    settings.SANDBOX_EGRESS_PORTS = [server.port]
+    settings.EGRESS_PORTS = [server.port]
     receiver = Receiver(server, statuses)
     receiver.install()
     return receiver
@@ -102,6 +104,7 @@ async def test_a_receiver_failing_twice_gets_exactly_one_successful_delivery(emb
     session = document["data"]["session"]
     assert session["id"].replace("-", "") == session_id
     assert (session["key_label"], session["end_user_label"]) == ("browser", None)
+    assert (session["end_user"], session["live"]) == ("", False)  # a pk_ session: no token label
     assert (session["close_code"], session["close_reason"]) == (1000, "Ended")
     assert session["duration_seconds"] >= 0
     assert [e["role"] for e in session["transcript"]] == ["user", "assistant"]
@@ -112,12 +115,22 @@ async def test_a_receiver_failing_twice_gets_exactly_one_successful_delivery(emb
     assert ORDER_KEY not in receiver.requests[-1].body.decode()
 
 
+def test_the_session_document_names_the_end_user_a_session_token_carried():
+    """docs/webhooks.md: `end_user` is the token's label; `end_user_label` is always null."""
+    tenant = make_tenant("labels@example.com")
+    session = Session.objects.create(
+        workspace=tenant.workspace, end_user="u-42", ended_at=timezone.now(), close_code=1000
+    )
+    document = payloads.session_ended(session)["session"]
+    assert (document["end_user"], document["end_user_label"]) == ("u-42", None)
+
+
 async def test_a_private_address_is_refused_on_the_production_settings(embedded, llm):
     tenant = await sync_to_async(make_tenant)("private@example.com")
     async with EgressTestServer() as server:
         receiver = await _receiver(server, [200], embedded)
         await _endpoint(tenant, receiver, ["session.ended"])  # saved on a developer's machine
-        embedded.SANDBOX_EGRESS_ALLOW_PRIVATE = False  # and delivered in production
+        embedded.DEV_ALLOW_PRIVATE_EGRESS = False  # and delivered in production
         embedded.WEBHOOK_RETRY_WINDOW_S = 0  # no retries: one attempt tells
         llm.script(text_reply("Hi."))
         async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
@@ -126,9 +139,11 @@ async def test_a_private_address_is_refused_on_the_production_settings(embedded,
         delivery = await _delivered(WebhookDelivery.Status.FAILED)
     assert receiver.requests == []
     assert delivery.last_status_code is None
-    assert delivery.last_error == "127.0.0.1 is not a public address (loopback)"
+    assert delivery.last_error.startswith(
+        f"127.0.0.1:{server.port} is not a public address the platform can reach. "
+    )
 
-    with pytest.raises(ValidationError, match="not a public address"):
+    with pytest.raises(ValidationError, match=r"10\.0\.0\.8:80 is not a public address"):
         await sync_to_async(services.endpoint_create)(
             workspace=tenant.workspace, url="http://10.0.0.8/hook", events=["session.ended"]
         )
@@ -171,7 +186,7 @@ async def test_redeliver_sends_the_same_event_with_a_fresh_round(embedded, llm):
     assert receiver.requests[0].body == receiver.requests[1].body
 
 
-# ---------------------------------------------------------------- the README's snippets
+# ---------------------------------------------------------------- the docs' snippets
 
 
 def _signed(secret: str, body: bytes, age_s: int = 0) -> str:
@@ -181,7 +196,7 @@ def _signed(secret: str, body: bytes, age_s: int = 0) -> str:
 
 
 def test_the_python_snippet_accepts_only_a_fresh_signature_of_the_exact_body():
-    verify = readme_verifier()
+    verify = docs_verifier()
     secret, body = "whsec_test123", b'{"id":"e1","type":"session.ended"}'
     assert verify(body, _signed(secret, body), secret)
     assert not verify(body + b" ", _signed(secret, body), secret)  # a changed body
@@ -194,7 +209,7 @@ def test_the_node_snippet_agrees(tmp_path):
     node = "/usr/bin/node" if os.path.exists("/usr/bin/node") else "node"
     script = tmp_path / "verify.js"
     script.write_text(
-        readme_snippet("js", "function verifySignature")
+        docs_snippet("js", "function verifySignature")
         + "\nconst [body, header, secret] = process.argv.slice(2);"
         + "\nconsole.log(verifySignature(Buffer.from(body), header, secret));\n"
     )
@@ -222,7 +237,7 @@ def _attempt_in_its_thread(**kwargs: int) -> float | None:
 @pytest.mark.postgres
 async def test_two_copies_of_one_attempt_send_once(embedded, monkeypatch):
     """A broker may hand a delayed task out twice: the attempt is claimed by its number."""
-    monkeypatch.setattr("webhooks_app.dispatch.schedule", lambda *args: None)  # we run them
+    monkeypatch.setattr("webhooks_app.dispatch.schedule", lambda *_a, **_k: None)  # we run them
     tenant = await sync_to_async(make_tenant)("twice@example.com")
     async with EgressTestServer() as server:
         receiver = await _receiver(server, [200], embedded)

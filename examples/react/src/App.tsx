@@ -29,6 +29,7 @@ export default function App() {
     config: agentConfig,
     tools,
     clientTools,
+    notices: false, // this page shows `error` itself
   });
   const offline = state === "idle" || state === "connecting" || state === "stopped";
 

@@ -1,8 +1,10 @@
 // The playground: the same client.js customers load, with every server event logged.
 import { VoiceAgent } from "/client.js";
+import { eventLabel } from "./event_labels.js";
 
 const LOG_LIMIT = 500;
-const DETAIL_LIMIT = 400;
+const DETAIL_LIMIT = 400; // longer details are folded: the first part shows, a click shows all
+const FULL_LIMIT = 20000; // what an unfolded detail keeps
 const root = document.querySelector("#playground");
 
 if (root) {
@@ -26,7 +28,8 @@ if (root) {
     name.className = isError ? "type error" : "type";
     name.textContent = type;
     text.className = "detail";
-    text.textContent = detail.length > DETAIL_LIMIT ? detail.slice(0, DETAIL_LIMIT) + "…" : detail;
+    if (detail.length > DETAIL_LIMIT) text.append(folded(detail));
+    else text.textContent = detail;
     item.dataset.type = type;
     item.append(time, name, text);
     log.append(item);
@@ -34,10 +37,28 @@ if (root) {
     log.scrollTop = log.scrollHeight;
   }
 
+  /** A long detail: its beginning, and all of it (up to FULL_LIMIT) a click away. */
+  function folded(detail) {
+    const fold = document.createElement("details");
+    const summary = document.createElement("summary");
+    const full = document.createElement("div");
+    const preview = `${detail.slice(0, DETAIL_LIMIT)}… (${detail.length} characters: show all)`;
+    summary.textContent = preview;
+    full.textContent = detail.length > FULL_LIMIT
+      ? `${detail.slice(0, FULL_LIMIT)}… (cut at ${FULL_LIMIT} characters)`
+      : detail;
+    fold.append(summary, full);
+    fold.addEventListener("toggle", () => {
+      summary.textContent = fold.open ? "Show less" : preview;
+    });
+    return fold;
+  }
+
   function logEvent(event) {
     const { type, seq, ts, ...fields } = event;
-    const detail = Object.keys(fields).length ? JSON.stringify(fields) : "";
-    logLine(type, detail, type === "error");
+    const [label, note] = eventLabel(event);
+    const json = Object.keys(fields).length ? JSON.stringify(fields) : "";
+    logLine(label, [note, json].filter(Boolean).join(" "), type === "error");
     if (type === "ready") showSession(event.sessionId);
   }
 
@@ -66,7 +87,11 @@ if (root) {
     agent = VoiceAgent.start({ element, apiKey: root.dataset.key, autoStart: true, ...choice });
     agent.on("event", logEvent);
     agent.on("status", (status) => {
-      if (status === "stopped" || status === "error") stopButton.disabled = status === "stopped";
+      // The conversation ended (here, or by itself): Start again, nothing to stop.
+      if (status === "stopped" || status === "error") {
+        startButton.disabled = false;
+        stopButton.disabled = true;
+      }
     });
     startButton.disabled = true;
     stopButton.disabled = false;

@@ -11,7 +11,9 @@ from django.core import mail
 from django.core.mail.backends import locmem
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
+from engine.protocol import CloseCode
 from secrets_app import services
 from secrets_app.mail import wait_for_queued_mail
 from secrets_app.models import Membership, User
@@ -222,3 +224,56 @@ def test_a_stranger_gets_404_for_every_workspace_page(
 def test_pages_need_a_login(owner: Tenant) -> None:
     response = Client().get(page(owner, "agents"))
     assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_a_key_an_unverified_account_made_before_works_nowhere(owner: Tenant) -> None:
+    """A key made by an unverified person through a path closed since (the old roll) is
+    refused by the REST API and the WebSocket until that person verifies."""
+    from realtime import access
+    from secrets_app.models import ApiKey
+    from tests.conftest import api_client
+
+    user = User.objects.create_user(email="early@example.com", password="x" * 12)
+    services.membership_add(workspace=owner.workspace, user=user, role="admin")
+    plaintexts = {}
+    for kind in (ApiKey.Kind.SECRET, ApiKey.Kind.PUBLISHABLE):
+        key, plaintexts[kind] = services.api_key_create(workspace=owner.workspace, kind=kind)
+        ApiKey.objects.filter(pk=key.pk).update(created_by=user)  # made "by" them
+    secret_plain, publishable = plaintexts[ApiKey.Kind.SECRET], plaintexts["publishable"]
+    refused = api_client(secret_plain).get("/api/v1/agents")
+    assert refused.status_code == 401 and "not verified" in refused.json()["error"]["message"]
+    with pytest.raises(access.ConnectionRefused) as closed:
+        access.authorize_connection(
+            key=publishable, origin="http://localhost:3000", agent_slug=None
+        )
+    assert closed.value.close_code == CloseCode.BAD_KEY
+    User.objects.filter(pk=user.pk).update(email_verified_at=timezone.now())
+    assert api_client(secret_plain).get("/api/v1/agents").status_code == 200
+    assert access.authorize_connection(
+        key=publishable, origin="http://localhost:3000", agent_slug=None
+    )
+
+
+def test_the_login_email_field_is_an_email_field(db: None) -> None:
+    html = Client().get(reverse("dashboard:login")).content.decode()
+    field = re.search(r'<input[^>]*name="username"[^>]*>', html)
+    assert field, html
+    assert 'type="email"' in field[0] and 'autocomplete="username"' in field[0]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("printed", [True, False])
+def test_check_your_email_says_where_development_mail_went(settings: Any, printed: bool) -> None:
+    """./dev.sh prints mail in its console: the page says so, and only then."""
+    if printed:
+        settings.EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+    signup = Client().post(
+        reverse("dashboard:signup"), {"email": "dev@example.com", "password": "another pass 42"}
+    )
+    reset = Client().post(
+        reverse("dashboard:password-reset"), {"email": "dev@example.com"}, follow=True
+    )
+    wait_for_queued_mail()
+    for page_html in (signup.content.decode(), reset.content.decode()):
+        assert "Check your email" in page_html
+        assert ("printed in the console that runs" in page_html) is printed

@@ -17,6 +17,7 @@ from django.test import Client
 
 from frontend.dashboard.agent_forms import AgentEditor
 from frontend.dashboard.agent_templates import TEMPLATES
+from secrets_app.services import secret_set
 from sessions_app import selectors, services
 from sessions_app.agent_tools import AgentToolsInvalid, ToolError
 from sessions_app.models import Agent
@@ -146,6 +147,33 @@ def test_create_an_agent_with_a_server_tool(owner: Tenant, owner_client: Client)
     assert tool["name"] == "track_order" and tool["parameters"] == {"order_number": "string"}
     assert tool["handler"] == HANDLER and tool["timeoutMs"] == 5000
     assert tool["handler_sha256"] == sha(HANDLER)
+
+
+def test_the_editor_warns_about_missing_secrets_and_keys_after_saving(
+    owner: Tenant, owner_client: Client, settings: Any
+) -> None:
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    settings.ELEVENLABS_API_KEY = ""
+    handler = "async (args, ctx) => ctx.fetch('https://x.example', "
+    handler += "{ headers: { Authorization: `Bearer ${ctx.secrets.ORDERS_API_KEY}` } })"
+    response = owner_client.post(
+        page(owner, "agent-new"),
+        editor_post(
+            name="Order desk", tts_provider="elevenlabs", voice="abc",
+            tools=[server_tool(handler=handler)],
+        ),
+        follow=True,
+    )  # fmt: skip
+    html = html_lib.unescape(response.content.decode())
+    assert "Agent “Order desk” created." in html  # saved: warnings are not refusals
+    assert "needs what its workspace does not have yet" in html
+    assert "track_order reads the secret ORDERS_API_KEY" in html
+    assert "ElevenLabs has no key" in html and "ELEVENLABS_API_KEY" in html
+    services.agent_update(agent=selectors.agent_get(workspace=owner.workspace, slug="order-desk"),
+                          tts_provider="")  # fmt: skip
+    secret_set(workspace=owner.workspace, name="ORDERS_API_KEY", value="k")
+    html = owner_client.get(page(owner, "agent-edit", "order-desk")).content.decode()
+    assert "data-agent-warnings" not in html
 
 
 def test_the_editor_shows_the_pin_and_editing_the_handler_re_pins_it(
@@ -544,7 +572,7 @@ def test_fallbacks_are_typed_checked_and_saved(
     from secrets_app.provider_credentials import provider_llm_set
 
     settings.TTS_PROVIDER, settings.OPENAI_API_KEY, settings.ORPHEUS_URL = "local", "sk-x", ""
-    settings.SANDBOX_EGRESS_ALLOW_PRIVATE = True
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True
     provider_llm_set(
         workspace=owner.workspace, name="spare", base_url="http://127.0.0.1:9/v1", model="m"
     )
@@ -585,3 +613,16 @@ def test_the_scripted_fake_providers_are_neither_offered_nor_saved(
     )
     assert "choose one of" in field_errors(saved.content.decode(), "id_tts_provider")
     assert selectors.agent_get(workspace=owner.workspace, slug="old").name == "Old"
+
+
+def test_the_form_names_the_platform_defaults_and_every_providers_voices(
+    owner: Tenant, owner_client: Client, settings: Any
+) -> None:
+    settings.STT_PROVIDER, settings.TTS_PROVIDER = "assemblyai", "local"
+    html = owner_client.get(page(owner, "agent-new")).content.decode()
+    stt = html[html.index('name="stt_provider"') :].split("</select>")[0]
+    tts = html[html.index('name="tts_provider"') :].split("</select>")[0]
+    assert '<option value="" selected>Platform default (AssemblyAI' in stt
+    assert '<option value="" selected>Platform default (Local (offline))</option>' in tts
+    assert "Orpheus: tara (default), leah, jess" in html and "Local (offline): joe." in html
+    assert "ElevenLabs: a voice id" in html and "OpenAI: alloy (default), ash" in html

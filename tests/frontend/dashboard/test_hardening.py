@@ -15,9 +15,11 @@ from django.urls import reverse
 from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from frontend.dashboard.accounts import LOGIN_REFUSED
 from secrets_app.mail import wait_for_queued_mail
 from secrets_app.models import ApiKey, AuditEvent, User
 from sessions_app import services as agent_services
+from tests.concurrency import at_once
 from tests.factories import Tenant
 from tests.frontend.dashboard.conftest import page
 
@@ -93,9 +95,9 @@ def test_two_factor_login(owner: Tenant) -> None:
     device = _enable_totp(client)
 
     without = _login("owner@example.com", PASSWORD)
-    assert "Enter the 6-digit code" in without.content.decode()
+    assert LOGIN_REFUSED in without.content.decode()
     wrong = _login("owner@example.com", PASSWORD, otp_token="000000")
-    assert "That code is not right" in wrong.content.decode()
+    assert LOGIN_REFUSED in wrong.content.decode()
     time.sleep(1.1)  # django-otp itself makes a device wait a second after a wrong code
     code = f"{totp(device.bin_key, drift=1):06d}"  # the next step: the first one was used
     right = Client(REMOTE_ADDR="198.51.100.7")
@@ -117,6 +119,61 @@ def test_a_wrong_code_counts_as_a_failed_login(owner: Tenant, settings: Any) -> 
     code = f"{totp(device.bin_key, drift=1):06d}"
     refused = _login("owner@example.com", PASSWORD, otp_token=code)
     assert "Too many failed logins" in refused.content.decode()
+
+
+def _answer(response: Any) -> str:
+    """What a login page says, without what differs per request or was typed (the nonce, the
+    CSRF token, the fields' values)."""
+    html = response.content.decode()
+    return re.sub(r'\s(nonce|value)="[^"]*"', "", html)
+
+
+def test_with_two_factor_on_a_right_and_a_wrong_password_get_the_same_answer(
+    owner: Tenant,
+) -> None:
+    """No password oracle: until a right code comes with it, a right password is answered
+    exactly as a wrong one (and as an unknown account), with or without a code."""
+    client = Client()
+    client.force_login(owner.user)
+    _enable_totp(client)
+    attempts = [
+        ("owner@example.com", PASSWORD, {}),
+        ("owner@example.com", "wrong-password", {}),
+        ("owner@example.com", PASSWORD, {"otp_token": "000000"}),
+        ("owner@example.com", "wrong-password", {"otp_token": "000000"}),
+        ("nobody@example.com", "wrong-password", {}),
+    ]
+    answers = {
+        _answer(_login(email, password, address=f"198.51.100.{n}", **extra))
+        for n, (email, password, extra) in enumerate(attempts)
+    }
+    assert len(answers) == 1 and LOGIN_REFUSED in answers.pop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_password_guesses_at_once_learn_nothing_and_are_still_throttled(
+    owner: Tenant, member: Tenant, settings: Any
+) -> None:
+    settings.LOGIN_FAILURES_PER_ACCOUNT = 5
+    client = Client()
+    client.force_login(owner.user)
+    device = _enable_totp(client)
+
+    def guess(index: int) -> tuple[bool, str]:
+        right = index % 2 == 0
+        password = PASSWORD if right else f"guess-{index}"
+        return right, _answer(_login("owner@example.com", password, address=f"203.0.113.{index}"))
+
+    answers = at_once(guess, 10)
+    said = {answer for _right, answer in answers}
+    assert all(LOGIN_REFUSED in a or "Too many failed logins" in a for a in said)
+    for answer in said:  # whatever was said was said to right and wrong passwords alike
+        assert {right for right, a in answers if a == answer} == {True, False}, answer[-300:]
+    code = f"{totp(device.bin_key):06d}"
+    refused = _login("owner@example.com", PASSWORD, address="203.0.113.99", otp_token=code)
+    assert "Too many failed logins" in refused.content.decode()
+    # Beside it, another account logs in at once.
+    assert _login("member@example.com", "pw-member-1", address="203.0.113.1").status_code == 302
 
 
 # ---------------------------------------------------------------- headers and URLs

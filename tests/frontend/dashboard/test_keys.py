@@ -9,7 +9,7 @@ from django.test import Client
 from django.utils import timezone
 
 from secrets_app import services
-from secrets_app.models import ApiKey
+from secrets_app.models import ApiKey, AuditEvent
 from secrets_app.services import KeyRejected
 from sessions_app import services as agent_services
 from tests.factories import Tenant
@@ -57,7 +57,8 @@ def test_last_used_is_shown_once_a_key_is_used(owner: Tenant, owner_client: Clie
     assert owner_client.get(page(owner, "keys")).content.decode().count(">never<") == 2
     services.api_key_authenticate(plaintext=owner.secret_key, kind="secret")
     html = owner_client.get(page(owner, "keys")).content.decode()
-    assert html.count(">never<") == 1 and "minutes ago" in html
+    # Used a moment ago: "just now" ("0 minutes ago" said nothing), later in minutes.
+    assert html.count(">never<") == 1 and ">just now<" in html and "0 minutes" not in html
 
 
 def test_secret_key_plaintext_is_shown_exactly_once(owner: Tenant, owner_client: Client) -> None:
@@ -113,6 +114,39 @@ def test_bad_origins_are_field_errors(owner: Tenant, owner_client: Client) -> No
     assert response.status_code == 200
     assert "without a path" in html and 'class="field has-error' in html
     assert ApiKey.objects.count() == before
+
+
+def test_a_publishable_keys_switches_are_turned_on_in_its_settings(
+    owner: Tenant, owner_client: Client
+) -> None:
+    key, _plaintext = services.api_key_create(workspace=owner.workspace, kind="publishable")
+    assert page(owner, "key-edit", key.pk) in owner_client.get(page(owner, "keys")).content.decode()
+    form = owner_client.get(page(owner, "key-edit", key.pk)).content.decode()
+    assert "Pages may configure the agent themselves" in form
+    assert "Pages may send server-tool code" in form
+    response = owner_client.post(
+        page(owner, "key-edit", key.pk),
+        {"label": "seed", "allowed_origins": "https://shop.example.com",
+         "allow_inline_config": "on", "allow_inline_tool_code": "on"},
+        follow=True,
+    )  # fmt: skip
+    assert f"Key {key.display} saved." in response.content.decode()
+    key.refresh_from_db()
+    assert (key.label, key.allowed_origins) == ("seed", ["https://shop.example.com"])
+    assert key.allow_inline_config and key.allow_inline_tool_code and not key.tokens_only
+    assert AuditEvent.objects.filter(workspace=owner.workspace, action="key.updated").exists()
+    bad = owner_client.post(page(owner, "key-edit", key.pk), {"allowed_origins": "not a url"})
+    assert bad.status_code == 200 and "has-error" in bad.content.decode()
+
+
+def test_a_secret_key_has_no_settings_page(owner: Tenant, owner_client: Client) -> None:
+    key = _key(owner, "secret")
+    response = owner_client.post(
+        page(owner, "key-edit", key.pk), {"allow_inline_config": "on"}, follow=True
+    )
+    assert "only active publishable keys have settings" in response.content.decode()
+    key.refresh_from_db()
+    assert not key.allow_inline_config
 
 
 def test_roll_a_secret_key_with_no_grace(owner: Tenant, owner_client: Client) -> None:
@@ -188,6 +222,11 @@ def test_a_member_sees_keys_but_cannot_manage_them(
     assert member_client.get(page(owner, "key-new")).status_code == 403
     assert member_client.post(page(owner, "key-new"), {"kind": "secret"}).status_code == 403
     assert member_client.get(page(owner, "key-roll", key.pk)).status_code == 403
+    publishable = _key(owner, "publishable")
+    assert page(owner, "key-edit", publishable.pk) not in html
+    edit = page(owner, "key-edit", publishable.pk)
+    assert member_client.post(edit, {"label": "member"}).status_code == 403
+    assert _key(owner, "publishable").label != "member"
     assert member_client.post(page(owner, "key-roll", key.pk), {"grace": "0"}).status_code == 403
     assert member_client.post(page(owner, "key-revoke", key.pk)).status_code == 403
     assert ApiKey.objects.filter(workspace=owner.workspace).count() == 2
@@ -210,18 +249,22 @@ def test_an_admin_manages_keys(owner: Tenant, member: Tenant, member_client: Cli
         ("post", "key-roll", {"grace": "0"}),
         ("get", "key-revoke", {}),
         ("post", "key-revoke", {}),
+        ("get", "key-edit", {}),
+        ("post", "key-edit", {"label": "intruder"}),
     ],
 )
 def test_the_outsider_sees_nothing(
     owner: Tenant, outsider_client: Client, method: str, name: str, data: dict[str, str]
 ) -> None:
-    key = _key(owner, "secret")
-    url = page(owner, name, key.pk) if name in ("key-roll", "key-revoke") else page(owner, name)
+    key = _key(owner, "publishable" if name == "key-edit" else "secret")
+    with_key = ("key-roll", "key-revoke", "key-edit")
+    url = page(owner, name, key.pk) if name in with_key else page(owner, name)
     response = getattr(outsider_client, method)(url, data)
     assert response.status_code == 404
     assert owner.secret_key not in response.content.decode()
     assert ApiKey.objects.filter(workspace=owner.workspace).count() == 2
     assert _accepts(owner.secret_key, "secret")
+    assert ApiKey.objects.get(pk=key.pk).label != "intruder"
 
 
 def test_the_outsider_cannot_reach_a_key_through_their_own_workspace(
@@ -230,4 +273,9 @@ def test_the_outsider_cannot_reach_a_key_through_their_own_workspace(
     key = _key(owner, "secret")
     assert outsider_client.get(page(outsider, "key-roll", key.pk)).status_code == 404
     assert outsider_client.post(page(outsider, "key-revoke", key.pk)).status_code == 404
+    publishable = _key(owner, "publishable")
+    edit = page(outsider, "key-edit", publishable.pk)
+    assert outsider_client.post(edit, {"label": "intruder"}).status_code == 404
+    publishable.refresh_from_db()
+    assert publishable.label != "intruder"
     assert _accepts(owner.secret_key, "secret")

@@ -12,8 +12,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from secrets_app import services
+from secrets_app.audit import Actor
 from secrets_app.mail import wait_for_queued_mail
-from secrets_app.models import Invitation, Membership, User
+from secrets_app.models import ApiKey, Invitation, Membership, User
+from tests.concurrency import at_once
+from tests.conftest import api_client
 from tests.factories import Tenant
 from tests.frontend.dashboard.conftest import page
 
@@ -321,3 +324,68 @@ def test_removing_a_member_offers_to_revoke_the_keys_they_made(
     assert "and 1 of their API keys revoked" in response.content.decode()
     assert ApiKey.objects.get(pk=key.pk).status() == "revoked"
     assert ApiKey.objects.filter(workspace=owner.workspace, revoked_at__isnull=True).count() == 2
+
+
+# ---------------------------------------------------------------- unverified invitees
+
+
+def _unverified_admin(owner: Tenant, owner_client: Client) -> tuple[Client, User]:
+    """Invited as admin, signed up through the link, joined: the address never verified."""
+    path = _invite(owner_client, owner, "admin2@example.com", role="admin")
+    browser = Client()
+    browser.post(
+        f"{reverse('dashboard:signup')}?next={path}",
+        {"email": "admin2@example.com", "password": "correct horse battery", "next": path},
+    )
+    user = User.objects.get(email="admin2@example.com")
+    assert user.email_verified_at is None
+    browser.force_login(user)
+    assert browser.post(path)["Location"] == page(owner, "workspace")
+    assert _membership(owner, user).role == "admin"
+    return browser, user
+
+
+def test_an_unverified_invited_admin_makes_no_key_by_rolling_or_creating(
+    owner: Tenant, owner_client: Client
+) -> None:
+    browser, user = _unverified_admin(owner, owner_client)
+    server_key = ApiKey.objects.get(workspace=owner.workspace, label="server")
+    before = set(ApiKey.objects.values_list("pk", flat=True))
+    rolled = browser.post(page(owner, "key-roll", server_key.pk), {"grace": "0"})
+    assert (
+        "Verify your email first" in rolled.content.decode()
+        and "sk_" not in rolled.content.decode()
+    )
+    made = browser.post(page(owner, "key-new"), {"kind": "secret", "label": "mine"})
+    assert "Verify your email first" in made.content.decode()
+    assert set(ApiKey.objects.values_list("pk", flat=True)) == before
+    assert api_client(owner.secret_key).get("/api/v1/agents").status_code == 200  # untouched
+    # Through the services, whatever page calls them, the answer is the same.
+    with pytest.raises(services.KeyRejected) as refused:
+        services.api_key_roll(key=server_key, actor=Actor(user=user))
+    assert refused.value.code == "email_unverified"
+    # Verified, the same admin rolls the key (the normal path beside it).
+    User.objects.filter(pk=user.pk).update(email_verified_at=timezone.now())
+    response = browser.post(page(owner, "key-roll", server_key.pk), {"grace": "0"})
+    plaintext = re.search(r"sk_[A-Za-z0-9_-]+", response.content.decode())
+    assert plaintext and api_client(plaintext[0]).get("/api/v1/agents").status_code == 200
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_unverified_admin_rolling_at_the_same_instant_gets_nothing(
+    owner: Tenant, owner_client: Client
+) -> None:
+    _browser, user = _unverified_admin(owner, owner_client)
+    server_key = ApiKey.objects.get(workspace=owner.workspace, label="server")
+    before = ApiKey.objects.count()
+
+    def roll(index: int) -> str:
+        browser = Client()
+        browser.force_login(user)
+        return browser.post(page(owner, "key-roll", server_key.pk), {"grace": "0"}).content.decode()
+
+    pages = at_once(roll, 8)
+    assert all("Verify your email first" in html and "sk_" not in html for html in pages)
+    assert ApiKey.objects.count() == before
+    assert ApiKey.objects.get(pk=server_key.pk).status() == "active"

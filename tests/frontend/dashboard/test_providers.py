@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from secrets_app import provider_credentials as credentials
-from secrets_app.models import ProviderCredential
+from secrets_app.models import AuditEvent, ProviderCredential
 from tests.factories import Tenant
 from tests.frontend.dashboard.conftest import page
 
@@ -59,7 +59,8 @@ def test_bad_input_is_refused_on_its_field(owner: Tenant, owner_client: Client) 
     assert "must start with https:// or http://" in html
     assert not ProviderCredential.objects.exists()
     html = _add(owner_client, owner, base_url="http://192.168.1.20:11434/v1")
-    assert "192.168.1.20 is not a public address (private)" in html
+    assert "192.168.1.20:11434 is not a public address the platform can reach." in html
+    assert "EGRESS_PORTS" in html and "DEV_ALLOW_PRIVATE_EGRESS=true" in html
     assert KEY not in html  # not even in a form that failed
 
 
@@ -122,3 +123,81 @@ def test_an_agent_chooses_among_the_workspaces_connections(
     html = owner_client.get(page(owner, "agent-new")).content.decode()
     assert "Workspace default (openai)" in html and '<option value="local">' in html
     assert "ElevenLabs (this workspace&#x27;s key)" in html and KEY not in html
+
+
+# ---------------------------------------------------------------- the audit log
+
+
+def _events(tenant: Tenant, prefix: str) -> list[AuditEvent]:
+    return list(
+        AuditEvent.objects.filter(workspace=tenant.workspace, action__startswith=prefix).order_by(
+            "pk"
+        )
+    )
+
+
+def test_provider_accounts_and_their_tests_are_audited_without_keys(
+    owner: Tenant, settings
+) -> None:
+    """Who added, changed, tested and deleted which account, from where; never a key (the
+    URL without its query, where keys sometimes ride)."""
+    client = Client(REMOTE_ADDR="203.0.113.9")
+    client.force_login(owner.user)
+    _add(client, owner, base_url="https://api.example.com/v1?api_key=" + KEY)
+    row = ProviderCredential.objects.get(workspace=owner.workspace)
+    client.post(
+        page(owner, "provider-llm", row.pk),
+        {"base_url": "https://api.example.com/v2", "model": "gpt-4o", "api_key": KEY + "2"},
+    )
+    client.post(page(owner, "provider-speech", "elevenlabs"), {"api_key": KEY})
+    # "Test connection" to a port where nothing listens (allowed here: a local address).
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True
+    ProviderCredential.objects.filter(pk=row.pk).update(base_url="http://127.0.0.1:9/v1")
+    tested = client.post(page(owner, "provider-test", row.pk), follow=True).content.decode()
+    assert "could not connect" in tested
+    client.post(page(owner, "provider-delete", row.pk))
+    events = _events(owner, "provider.")
+    assert [(e.action, e.target) for e in events] == [
+        ("provider.created", "LLM connection openai"),
+        ("provider.updated", "LLM connection openai"),
+        ("provider.created", "ElevenLabs text-to-speech"),
+        ("provider.tested", "LLM connection openai"),
+        ("provider.deleted", "LLM connection openai"),
+    ]
+    assert events[0].details["url"] == "https://api.example.com/v1"
+    assert events[1].details == {
+        "url": "https://api.example.com/v2", "model": "gpt-4o", "key_saved": True
+    }  # fmt: skip
+    assert events[3].details["ok"] is False and events[3].details["url"] == "http://127.0.0.1:9/v1"
+    for event in events:
+        assert (event.actor_user, event.address) == (owner.user, "203.0.113.9")
+        assert KEY not in str(event.details) + event.target
+
+
+def test_a_local_ollama_as_the_help_suggests_is_saved_on_a_development_machine(
+    owner: Tenant, owner_client: Client, settings
+) -> None:
+    settings.DEV_ALLOW_PRIVATE_EGRESS = False
+    refused = _add(owner_client, owner, base_url="http://localhost:11434/v1", name="ollama")
+    assert "localhost:11434 is not a public address the platform can reach." in refused
+    assert "DEV_ALLOW_PRIVATE_EGRESS=true allows any address and port" in refused
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True  # as ./dev.sh runs
+    form = owner_client.get(page(owner, "provider-llm-new")).content.decode()
+    assert "Ollama http://localhost:11434/v1" in form and "any address and port" in form
+    saved = _add(owner_client, owner, base_url="http://localhost:11434/v1", name="ollama")
+    assert "LLM connection ollama saved" in saved
+
+
+def test_the_page_names_the_platforms_model_and_where_no_key_is(
+    owner: Tenant, owner_client: Client, settings
+) -> None:
+    settings.LLM_BASE_URL = "http://127.0.0.1:11434/v1"
+    settings.LLM_MODEL = "llama3.2"
+    settings.LLM_API_KEY = "sk-platform-never-shown"
+    settings.ELEVENLABS_API_KEY = ""
+    html = owner_client.get(page(owner, "providers")).content.decode()
+    assert 'the platform\'s language model, <code class="mono">llama3.2</code> at ' in html
+    assert '<span class="mono">127.0.0.1</span>' in html and "sk-platform" not in html
+    row = html[html.index("ElevenLabs") :].split("</tr>")[0]
+    assert "no key (neither the workspace's nor the platform's)" in row
+    assert "not available" not in html

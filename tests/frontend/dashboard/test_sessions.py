@@ -13,13 +13,14 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
+from core import leases as sessions_live
 from secrets_app import services as secret_services
 from secrets_app.models import ApiKey
-from sessions_app import live as sessions_live
 from sessions_app import services
 from sessions_app.models import Agent, Session
 from tests.factories import Tenant
 from tests.frontend.dashboard.conftest import page
+from usage_app import services as usage_services
 
 SECRET_VALUE = "whsec_9f8e7d6c5b4a39281706"
 _DETAIL_LINK = re.compile(r"/sessions/([0-9a-f-]{36})/")
@@ -315,3 +316,14 @@ def test_a_live_record_no_process_holds_is_closed_as_ended_by_a_restart(
     orphan.refresh_from_db()
     assert orphan.ended_at is not None and orphan.close_code == 1012
     assert "Ended by a platform restart" in html
+
+
+def test_the_usage_says_microphone_audio_sent_not_speech_recognised(
+    owner: Tenant, owner_client: Client
+) -> None:
+    """13 s of open microphone for a 3.7 s question: the figure is audio sent, not speech."""
+    session = record(owner)
+    usage_services.usage_record(session=session, usage={"stt_audio_ms": 13_000})
+    html = owner_client.get(page(owner, "session", session.public_id)).content.decode()
+    assert "<dt>Microphone audio sent</dt><dd>13 s" in html
+    assert "Speech recognised" not in html

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from secrets_app.models import ApiKey
+from secrets_app.models import ApiKey, AuditEvent
 from sessions_app import services as session_services
 from sessions_app.models import Session
 from tests.factories import Tenant
@@ -134,4 +134,74 @@ def test_a_sessions_page_shows_its_usage(owner: Tenant, owner_client: Client) ->
     session = Session.objects.get(workspace=owner.workspace)
     html = owner_client.get(page(owner, "session", str(session.public_id))).content.decode()
     assert "321 prompt + 45 completion" in html and "partly estimated" in html
-    assert "(12500 ms)" in html and "77 characters" in html and "9 ms sandbox CPU" in html
+    assert (
+        "(12500 ms sent to speech recognition" in html
+        and "77 characters" in html
+        and "9 ms sandbox CPU" in html
+    )
+
+
+def test_api_usage_needs_its_scope(used: Tenant, owner_api) -> None:
+    from secrets_app import scopes
+    from secrets_app import services as key_services
+    from tests.conftest import api_client
+
+    _, without = key_services.api_key_create(
+        workspace=used.workspace, kind="secret", scopes=[s for s in scopes.ALL if s != "usage:read"]
+    )
+    refused = api_client(without).get("/api/v1/usage")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "missing_scope"
+    assert owner_api.get("/api/v1/usage").status_code == 200
+
+
+def test_api_usage_dates_are_checked_never_a_crash(used: Tenant, owner_api, settings) -> None:
+    """Any day Python can name, alone or in a pair, answers 200 or a 400 naming the field."""
+    from datetime import date
+
+    settings.API_REQUESTS_PER_MINUTE = 100_000
+    from hypothesis import given, strategies
+    from hypothesis import settings as fuzz_settings
+
+    answer = owner_api.get("/api/v1/usage?to=0001-01-01")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == "to: must be 2000-01-01 or later"
+    for query in ("to=9999-12-31&from=9999-12-31", "from=2000-01-01&to=2000-01-30"):
+        assert owner_api.get(f"/api/v1/usage?{query}").status_code == 200, query
+    days = strategies.dates(min_value=date.min, max_value=date.max)
+
+    @given(start=strategies.none() | days, end=strategies.none() | days)
+    @fuzz_settings(max_examples=150, deadline=None, derandomize=True, database=None)
+    def check(start: date | None, end: date | None) -> None:
+        query = "&".join(
+            f"{name}={day.isoformat()}" for name, day in (("from", start), ("to", end)) if day
+        )
+        answer = owner_api.get(f"/api/v1/usage?{query}")
+        assert answer.status_code in (200, 400), (query, answer.content)
+        if answer.status_code == 400:
+            assert answer.json()["error"]["message"].startswith(("from:", "to:"))
+
+    check()
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_text(owner: Tenant) -> None:
+    """OWASP CSV injection: names beginning with = + - @ tab CR, or holding a separator
+    (`Acme;=1+1` is a formula where ";" separates: such a reader splits a "," file at every
+    ";", quotes or not), come out quoted and prefixed with ', where a cell could start too."""
+    names = ["Acme;=1+1", "-2+3", "+1", "@SUM(A1)", "\tcmd", "\rcmd", "a,=b", "x\n=1", "b;\t=1"]
+    for name in [*names, "Plain desk"]:
+        _session_with_usage(owner, name, prompt_tokens=1)
+    client = Client(REMOTE_ADDR="203.0.113.5")
+    client.force_login(owner.user)
+    text = client.get(page(owner, "usage-csv") + "?group=agent").content.decode()
+    assert "\"'Acme;'=1+1\"" in text and '"Plain desk"' in text
+    for delimiter in (",", ";", "\t"):  # read as spreadsheets of different locales read it
+        for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter):
+            for cell in row:
+                assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), (delimiter, cell)
+    by_name = {row[1]: row for row in csv.reader(io.StringIO(text, newline=""))}
+    assert set(by_name) >= {"'Acme;'=1+1", "'-2+3", "'@SUM(A1)", "'a,'=b", "Plain desk"}
+    assert by_name["Plain desk"][2:4] == ["1", "0"]  # figures stay numbers
+    # Taking the figures out of the platform is in the audit log.
+    event = AuditEvent.objects.get(workspace=owner.workspace, action="usage.exported")
+    assert (event.actor_user, event.address) == (owner.user, "203.0.113.5")
+    assert event.details == {"format": "csv", "group_by": "agent"}

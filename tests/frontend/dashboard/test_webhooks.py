@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 
 import pytest
 from django.test import Client
 
+from secrets_app.models import AuditEvent
 from tests.factories import Tenant
 from tests.frontend.dashboard.conftest import page
 from webhooks_app import services
@@ -20,7 +22,7 @@ URL = "https://hooks.example.com/voice"
 def scheduled(monkeypatch) -> list[tuple[int, int, float]]:
     """Attempts are only queued: these tests are about the pages (delivery has its own)."""
     calls: list[tuple[int, int, float]] = []
-    monkeypatch.setattr("webhooks_app.dispatch.schedule", lambda *args: calls.append(args))
+    monkeypatch.setattr("webhooks_app.dispatch.schedule", lambda *args, **_: calls.append(args))
     return calls
 
 
@@ -50,8 +52,13 @@ def test_bad_endpoints_are_refused_in_words(owner: Tenant, owner_client: Client)
     assert "must start with https:// or http://" in _create(
         owner_client, owner, url="ftp://x.example"
     )
-    assert "is not a public address" in _create(owner_client, owner, url="http://127.0.0.1/hook")
-    assert "Port 8443 is not allowed" in _create(owner_client, owner, url="https://x.example:8443/")
+    private = _create(owner_client, owner, url="http://127.0.0.1/hook")
+    port = _create(owner_client, owner, url="https://x.example:8443/")
+    assert "127.0.0.1:80 is not a public address the platform can reach." in private
+    assert "x.example:8443 is not a public address the platform can reach." in port
+    for html in (private, port):  # the same words, naming the settings that allow more
+        assert "ports 80, 443 are reached (EGRESS_PORTS)" in html
+        assert "DEV_ALLOW_PRIVATE_EGRESS=true allows any address and port" in html
     assert "Select a valid choice" in _create(owner_client, owner, events=["session.started"])
     assert not WebhookEndpoint.objects.exists()
 
@@ -118,3 +125,65 @@ def test_the_outsider_sees_nothing(owner: Tenant, outsider_client: Client) -> No
     redeliver = page(owner, "webhook-redeliver", endpoint.pk, delivery.pk)
     assert outsider_client.post(redeliver).status_code == 404
     assert WebhookEndpoint.objects.filter(pk=endpoint.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_endpoint_change_and_redelivery_is_audited(owner: Tenant, scheduled) -> None:
+    """A rogue admin routing transcripts to themselves is seen: who, what, from where; the
+    URL without its query (where a receiver's token may ride), never the signing secret."""
+    client = Client(REMOTE_ADDR="203.0.113.7")
+    client.force_login(owner.user)
+    created = _create(client, owner, url=URL + "?token=RECEIVER-TOKEN")
+    secret = re.search(r"whsec_[A-Za-z0-9]{32}", created)
+    assert secret is not None
+    endpoint = WebhookEndpoint.objects.get(workspace=owner.workspace)
+    client.post(
+        page(owner, "webhook", endpoint.pk), {"events": ["tool_call.failed"], "enabled": ""}
+    )
+    services.endpoint_update(endpoint=endpoint, events=["session.ended"], enabled=True)
+    [delivery] = services.event_emit(
+        workspace_id=owner.workspace.pk, event_type="session.ended", data={}
+    )
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(status="failed", attempts=1)
+    client.post(page(owner, "webhook-redeliver", endpoint.pk, delivery.pk))
+    client.post(page(owner, "webhook-delete", endpoint.pk))
+    events = list(
+        AuditEvent.objects.filter(
+            workspace=owner.workspace, action__startswith="webhook."
+        ).order_by("pk")
+    )
+    assert [(e.action, e.actor_label) for e in events] == [
+        ("webhook.created", "owner@example.com"),
+        ("webhook.updated", "owner@example.com"),
+        ("webhook.updated", "system"),
+        ("webhook.redelivered", "owner@example.com"),
+        ("webhook.deleted", "owner@example.com"),
+    ]
+    assert {e.target for e in events} == {URL}
+    assert events[0].details == {"events": ["session.ended", "quota.warning"], "enabled": True}
+    assert events[1].details == {"events": ["tool_call.failed"], "enabled": False}
+    assert events[3].details["event_id"] == str(delivery.event_id)
+    assert all(e.address == "203.0.113.7" for e in events if e.actor_user is not None)
+    logged = str([(e.target, e.details) for e in events])
+    assert "RECEIVER-TOKEN" not in logged and secret[0] not in logged
+
+
+def test_the_help_says_the_rule_in_force(owner: Tenant, owner_client: Client, settings) -> None:
+    settings.DEV_ALLOW_PRIVATE_EGRESS = False
+    strict = owner_client.get(page(owner, "webhook-new")).content.decode()
+    assert "Public addresses on ports 80, 443 only (EGRESS_PORTS)" in strict
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True
+    dev = owner_client.get(page(owner, "webhook-new")).content.decode()
+    assert "DEV_ALLOW_PRIVATE_EGRESS=true (development): any address and port" in dev
+    assert "Public addresses on ports" not in dev
+
+
+def test_the_page_points_at_the_signature_check_that_exists(
+    owner: Tenant, owner_client: Client
+) -> None:
+    """The lede names a file and a section the docs really have (the README no longer does)."""
+    html = owner_client.get(page(owner, "webhooks")).content.decode()
+    assert "README" not in html
+    assert "docs/webhooks.md" in html and "“Checking the signature”" in html
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "webhooks.md").read_text()
+    assert "\n## Checking the signature\n" in docs

@@ -1,0 +1,353 @@
+"""Writes for agent tests and simulations, and running them (from Celery tasks)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from engine import protocol
+from engine.providers.base import LLM
+from engine.providers.resilience import resilient_llm
+from evals_app import checks, judge
+from evals_app.conversation import Conversation, Reply
+from evals_app.models import AgentTest, Simulation, Status, TestRun
+from realtime.access import Access
+from realtime.session_setup import ConfigureRefused, SessionPlan, session_plan_build
+from secrets_app.audit import SYSTEM, Actor, audit_record
+from secrets_app.models import ApiKey, Workspace
+from sessions_app import versions, workspace_providers
+from sessions_app.models import Agent, AgentVersion, Session
+from usage_app import services as usage_services
+
+logger = logging.getLogger(__name__)
+FAILED_LLM = (
+    "The language model's request failed (a refused key or an outage), so the run stopped: "
+    "check the LLM connection on the Providers page, then run again."
+)
+STUCK = "The run stopped without finishing (the worker running it was lost): run it again."
+NO_LLM = (
+    "No language model is configured for this workspace, so the agent cannot answer: add an "
+    "LLM connection on the Providers page (or set LLM_BASE_URL for the platform), then run "
+    "again."
+)
+
+
+# ---------------------------------------------------------------- tests
+
+
+def agent_test_save(
+    *, agent: Agent, name: str, turns: Any, tool_results: Any = None, actor: Actor = SYSTEM
+) -> AgentTest:
+    cleaned = checks.turns_clean(turns)
+    if not isinstance(tool_results or {}, dict):
+        raise ValidationError({"tool_results": ["an object: {tool name: result}"]})
+    existing = AgentTest.objects.filter(workspace=agent.workspace, agent=agent)
+    if not existing.filter(name=name).exists() and existing.count() >= settings.AGENT_TESTS_MAX:
+        raise ValidationError({"name": [f"an agent has at most {settings.AGENT_TESTS_MAX} tests"]})
+    test, _ = AgentTest.objects.update_or_create(
+        workspace=agent.workspace, agent=agent, name=name,
+        defaults={"turns": cleaned, "tool_results": tool_results or {}},
+    )  # fmt: skip
+    audit_record(
+        workspace=agent.workspace, actor=actor, action="agent_test.saved",
+        target=f"{agent.slug}/{name}",
+    )  # fmt: skip
+    return test
+
+
+def agent_test_delete(*, test: AgentTest, actor: Actor = SYSTEM) -> None:
+    audit_record(
+        workspace=test.workspace, actor=actor, action="agent_test.deleted",
+        target=f"{test.agent.slug}/{test.name}",
+    )  # fmt: skip
+    test.delete()
+
+
+class TooManyRunning(ValidationError):
+    """The workspace already has as many unfinished runs as it may."""
+
+
+UNFINISHED = (Status.QUEUED, Status.RUNNING)
+
+
+def _workspace_locked(workspace_id: int) -> None:
+    """Lock the workspace's row until the transaction ends: in-flight counts taken under
+    it and the rows inserted after them are one step for concurrent requests."""
+    Workspace.objects.select_for_update().filter(pk=workspace_id).first()
+
+
+def test_run_create(
+    *, agent: Agent, version: AgentVersion | None = None, actor: Actor = SYSTEM
+) -> TestRun:
+    """Queue a run of the agent's tests against ``version`` (None: the draft); at most
+    TEST_RUNS_IN_FLIGHT_MAX unfinished per workspace."""
+    digest = "" if version else versions.draft_digest(agent)
+    with transaction.atomic():
+        _workspace_locked(agent.workspace_id)
+        unfinished = TestRun.objects.filter(workspace=agent.workspace, status__in=UNFINISHED)
+        if unfinished.count() >= settings.TEST_RUNS_IN_FLIGHT_MAX:
+            raise TooManyRunning(
+                f"at most {settings.TEST_RUNS_IN_FLIGHT_MAX} test runs run at once in a "
+                "workspace; wait for one to finish"
+            )
+        run = TestRun.objects.create(
+            workspace=agent.workspace, agent=agent, version=version, draft_digest=digest,
+            created_by=actor.label[:200],
+        )  # fmt: skip
+    audit_record(
+        workspace=agent.workspace, actor=actor, action="agent_test.run_started",
+        target=agent.slug, details={"run": str(run.uid), "version": version and version.number},
+    )  # fmt: skip
+    return run
+
+
+def _served(agent: Agent, version: AgentVersion | None) -> versions.ServedAgent:
+    return versions.version_served(agent, version) if version else versions.draft_served(agent)
+
+
+def _plan(agent: Agent, version: AgentVersion | None) -> SessionPlan:
+    """The session an agent's version (or draft) would get, built as a page's would be."""
+    access = Access(
+        key=ApiKey(workspace=agent.workspace, kind=ApiKey.Kind.SECRET),
+        workspace=agent.workspace, origin="", agent=agent,
+    )  # fmt: skip
+    return session_plan_build(
+        access=access,
+        configure=protocol.ConfigureMessage(mode="text"),
+        session_id=uuid.uuid4().hex,
+        resume_token="",
+        served=_served(agent, version),
+    )
+
+
+def _refusal(workspace_id: int, plan: SessionPlan) -> str | None:
+    if plan.config.llm_name == workspace_providers.OFFLINE:
+        return NO_LLM
+    return usage_services.quota_check(workspace_id=workspace_id)
+
+
+def _meter(agent: Agent, version: AgentVersion | None, usage: dict[str, int], origin: str) -> None:
+    """What a run consumed counts like a session's (usage pages and quotas)."""
+    record = Session.objects.create(
+        workspace=agent.workspace, agent=agent, agent_version=version, origin=origin,
+        mode="text", ended_at=timezone.now(), close_code=1000,
+    )  # fmt: skip
+    usage_services.usage_record(session=record, usage=usage, ended=True)
+
+
+def _unrunnable(item: TestRun | Simulation) -> str | None:
+    """Mark ``item`` running; why it cannot run (a refused config, no LLM, a used-up quota)."""
+    item.status = Status.RUNNING
+    item.save(update_fields=["status"])
+    try:
+        plan = _plan(item.agent, item.version)
+    except ConfigureRefused as refused:
+        return refused.message
+    return _refusal(item.workspace_id, plan)
+
+
+def test_run_execute(*, run_id: int) -> TestRun:
+    run = TestRun.objects.select_related("agent__workspace", "version").get(pk=run_id)
+    refusal = _unrunnable(run)
+    if refusal is not None:
+        return _finish(run, Status.ERROR, refusal)
+    tests = list(AgentTest.objects.filter(workspace=run.workspace, agent=run.agent))
+    if not tests:
+        return _finish(run, Status.ERROR, "this agent has no tests yet: write one first")
+    usage: dict[str, int] = {}
+    try:
+        results = [async_to_sync(_run_test)(run.agent, run.version, test, usage) for test in tests]
+    except Exception as error:  # any failure finishes the run; its text may hold a key
+        logger.warning("test run %s failed: %s", run.uid, type(error).__name__)
+        _meter(run.agent, run.version, usage, "test run")
+        return _finish(run, Status.ERROR, FAILED_LLM)
+    _meter(run.agent, run.version, usage, "test run")
+    run.results = results
+    failed = sum(1 for result in results if not result["passed"])
+    message = f"{len(results) - failed} of {len(results)} tests passed"
+    return _finish(run, Status.FAILED if failed else Status.PASSED, message)
+
+
+def _finish(run: TestRun, status: str, message: str) -> TestRun:
+    run.status, run.message, run.finished_at = status, message[:500], timezone.now()
+    run.save(update_fields=["status", "message", "finished_at", "results"])
+    return run
+
+
+async def _run_test(
+    agent: Agent, version: AgentVersion | None, test: AgentTest, usage: dict[str, int]
+) -> dict[str, Any]:
+    plan = await database_sync_to_async(_plan)(agent, version)
+    judge_llm = resilient_llm((await database_sync_to_async(_plan)(agent, version)).llm)
+    conversation = Conversation(
+        plan,
+        tool_results=dict(test.tool_results),
+        turn_timeout_s=settings.AGENT_TEST_TURN_TIMEOUT_S,
+    )
+    turns: list[dict[str, Any]] = []
+    heard: list[tuple[str, str]] = []
+    await conversation.start()
+    try:
+        for expected in test.turns:
+            reply = await _say(conversation, expected["user"])
+            heard += [("user", expected["user"]), ("assistant", reply.text)]
+            results = await checks.turn_checks(expected, reply, heard, judge_llm)
+            turns.append(_turn_result(expected["user"], reply, results))
+            if reply.error:
+                break
+    finally:
+        await conversation.close()
+    for name, value in conversation.usage.items():
+        usage[name] = usage.get(name, 0) + value
+    passed = bool(turns) and all(c["passed"] for t in turns for c in t["checks"])
+    passed = passed and len(turns) == len(test.turns)
+    return {"test": test.name, "passed": passed, "turns": turns}
+
+
+async def _say(conversation: Conversation, text: str) -> Reply:
+    try:
+        return await conversation.say(text)
+    except TimeoutError:
+        return Reply(error="timeout")
+
+
+def _turn_result(user: str, reply: Reply, results: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "user": user,
+        "reply": reply.text,
+        "error": reply.error,
+        "tools": [{"name": use.name, "arguments": use.arguments} for use in reply.tools],
+        "checks": results,
+    }
+
+
+# ---------------------------------------------------------------- simulations
+
+
+def simulations_create(
+    *, agent: Agent, scenarios: list[dict[str, Any]], version: AgentVersion | None = None,
+    actor: Actor = SYSTEM,
+) -> list[Simulation]:  # fmt: skip
+    """Queue one simulation per scenario ({persona, goal, criteria, max_turns?}), one batch;
+    at most SIMULATIONS_PER_BATCH_MAX, and SIMULATIONS_IN_FLIGHT_MAX unfinished per workspace."""
+    if not 1 <= len(scenarios) <= settings.SIMULATIONS_PER_BATCH_MAX:
+        raise ValidationError(
+            {"scenarios": [f"1 to {settings.SIMULATIONS_PER_BATCH_MAX} scenarios at once"]}
+        )
+    refusal = usage_services.quota_check(workspace_id=agent.workspace_id)
+    if refusal is not None:
+        raise ValidationError({"scenarios": [refusal]})
+    batch = uuid.uuid4()
+    cleaned = [checks.scenario_clean(scenario) for scenario in scenarios]
+    with transaction.atomic():
+        _workspace_locked(agent.workspace_id)
+        unfinished = Simulation.objects.filter(
+            workspace=agent.workspace, status__in=UNFINISHED
+        ).count()
+        if unfinished + len(scenarios) > settings.SIMULATIONS_IN_FLIGHT_MAX:
+            raise ValidationError(
+                {"scenarios": [f"at most {settings.SIMULATIONS_IN_FLIGHT_MAX} simulations "
+                               "running at once in a workspace; wait for some to finish"]}
+            )  # fmt: skip
+        made = [
+            Simulation.objects.create(
+                workspace=agent.workspace, agent=agent, version=version, batch=batch, **scenario
+            )
+            for scenario in cleaned
+        ]
+    audit_record(
+        workspace=agent.workspace, actor=actor, action="simulation.started", target=agent.slug,
+        details={"batch": str(batch), "count": len(made)},
+    )  # fmt: skip
+    return made
+
+
+def simulation_execute(*, simulation_id: int) -> Simulation:
+    simulation = Simulation.objects.select_related("agent__workspace", "version").get(
+        pk=simulation_id
+    )
+    refusal = _unrunnable(simulation)
+    if refusal is not None:
+        return _simulation_finish(simulation, Status.ERROR, refusal)
+    usage: dict[str, int] = {}
+    try:
+        turns, verdicts = async_to_sync(_simulate)(simulation, usage)
+    except Exception as error:  # any failure finishes the simulation; its text may hold a key
+        logger.warning("simulation %s failed: %s", simulation.uid, type(error).__name__)
+        _meter(simulation.agent, simulation.version, usage, "simulation")
+        return _simulation_finish(simulation, Status.ERROR, FAILED_LLM)
+    _meter(simulation.agent, simulation.version, usage, "simulation")
+    simulation.transcript = [{"role": role, "text": text} for role, text in turns]
+    simulation.verdicts = [
+        {"criterion": criterion, "passed": verdict.passed, "reason": verdict.reason}
+        for criterion, verdict in verdicts
+    ]
+    passed = all(verdict.passed for _, verdict in verdicts)
+    return _simulation_finish(
+        simulation, Status.PASSED if passed else Status.FAILED,
+        f"{sum(v.passed for _, v in verdicts)} of {len(verdicts)} criteria met",
+    )  # fmt: skip
+
+
+async def _simulate(
+    simulation: Simulation, usage: dict[str, int]
+) -> tuple[list[tuple[str, str]], list[tuple[str, judge.Verdict]]]:
+    plan = await database_sync_to_async(_plan)(simulation.agent, simulation.version)
+    llm: LLM = resilient_llm(
+        (await database_sync_to_async(_plan)(simulation.agent, simulation.version)).llm
+    )
+    conversation = Conversation(
+        plan, tool_results={}, turn_timeout_s=settings.AGENT_TEST_TURN_TIMEOUT_S
+    )
+    turns: list[tuple[str, str]] = []
+    await conversation.start()
+    try:
+        for _ in range(simulation.max_turns):
+            line = await judge.user_line(
+                llm, persona=simulation.persona, goal=simulation.goal, turns=turns
+            )
+            if not line or judge.DONE in line:
+                break
+            reply = await _say(conversation, line)
+            turns += [("user", line), ("assistant", reply.text)]
+            if reply.error:
+                break
+    finally:
+        await conversation.close()
+    usage.update(conversation.usage)
+    verdicts = [
+        (criterion, await judge.judge(llm, criterion=criterion, turns=turns))
+        for criterion in simulation.criteria
+    ]
+    return turns, verdicts
+
+
+def _simulation_finish(simulation: Simulation, status: str, message: str) -> Simulation:
+    simulation.status, simulation.message = status, message[:500]
+    simulation.finished_at = timezone.now()
+    simulation.save(update_fields=["status", "message", "finished_at", "transcript", "verdicts"])
+    return simulation
+
+
+# ---------------------------------------------------------------- stuck runs
+
+
+def stuck_sweep() -> int:
+    """Finish as ``error`` the runs and simulations unfinished EVALS_STUCK_AFTER_MIN after
+    they were queued (a worker lost mid-run): they free their in-flight slots."""
+    before = timezone.now() - timedelta(minutes=settings.EVALS_STUCK_AFTER_MIN)
+    swept = 0
+    for model in (TestRun, Simulation):
+        swept += model.objects.filter(status__in=UNFINISHED, created_at__lt=before).update(
+            status=Status.ERROR, message=STUCK, finished_at=timezone.now()
+        )
+    return swept

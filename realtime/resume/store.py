@@ -1,0 +1,197 @@
+"""Where a resumable session keeps its state and its outgoing events between processes.
+
+Per session, with Redis:
+
+- ``voice:resume:{id}`` (hash): ``meta`` (written once: the token's digest, the workspace,
+  the config, the provider names) and ``state`` (the orchestrator's latest snapshot but
+  for its two growing parts, which are kept apart and written as deltas, see ``Grown``);
+- ``voice:resume:{id}:history`` (list): the conversation history, one JSON entry each;
+- ``voice:resume:{id}:calls`` (set): the call ids the session used;
+- ``voice:resume:{id}:events`` (stream): every JSON event, entry id ``<seq>-0``, trimmed
+  to about ``EVENTS_KEPT`` entries;
+- ``voice:resume:{id}:owner`` (string): the channel of the process that runs the session,
+  a short lease its owner renews; a killed owner's lease runs out on its own.
+
+The hash, the stream, the list and the set expire together: ``SESSION_RESUME_TTL`` after an unclean
+disconnect, and while a socket is attached that plus the owner lease (renewed), so a
+killed process's sessions stay resumable for about the same time. Without Redis (one
+process) ``engine.resume.store.MemoryResumeStore`` does the same in memory; the contract
+both keep is ``engine.resume.store.ResumeStore``.
+
+Payloads are JSON text: the store never holds live objects of a session.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from core import backends
+from engine.resume.store import (
+    EVENTS_KEPT,
+    Grown,
+    MemoryResumeStore,
+    ResumeStore,
+    StoredSession,
+    put_back,
+)
+from secrets_app.crypto import token_digest
+
+# Atomically: take the owner lease if it is free or still held by the owner we asked to
+# hand over (a process that answered, or that was killed and never will).
+_CLAIM = """
+local current = redis.call('GET', KEYS[1])
+if current and current ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+
+
+# A session's state, history and call ids in one atomic read (a script: redis-py's cluster
+# client cannot read them in a transaction).
+_LOAD = """
+return {redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1),
+        redis.call('SMEMBERS', KEYS[3])}
+"""
+
+
+def token_matches(token: str, digest: str) -> bool:
+    return hmac.compare_digest(token_digest(token).encode(), digest.encode())
+
+
+# ---------------------------------------------------------------- Redis
+
+
+def _keys(session_id: str) -> tuple[str, str, str, str, str]:
+    """The state, events, owner, history and call-id keys of a session."""
+    base = f"voice:resume:{{{session_id}}}"  # one hash slot per session on a cluster
+    return base, f"{base}:events", f"{base}:owner", f"{base}:history", f"{base}:calls"
+
+
+def _expiring(session_id: str) -> tuple[str, ...]:
+    state_key, events_key, _, history_key, calls_key = _keys(session_id)
+    return state_key, events_key, history_key, calls_key
+
+
+def _grow(pipe: Any, session_id: str, grown: Grown) -> None:
+    _, _, _, history_key, calls_key = _keys(session_id)
+    if grown.history_kept == 0:
+        pipe.delete(history_key)
+    elif grown.history_kept is not None:
+        pipe.ltrim(history_key, 0, grown.history_kept - 1)
+    if grown.history:
+        pipe.rpush(history_key, *grown.history)
+    if grown.call_ids:
+        pipe.sadd(calls_key, *grown.call_ids)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+class RedisResumeStore(ResumeStore):
+    async def create(
+        self, session_id: str, *, meta: str, state: str, ttl: float, grown: Grown | None = None
+    ) -> None:
+        state_key = _keys(session_id)[0]
+        async with backends.redis_client().pipeline(transaction=True) as pipe:
+            pipe.delete(*_expiring(session_id))
+            pipe.hset(state_key, mapping={"meta": meta, "state": state})
+            if grown is not None:
+                _grow(pipe, session_id, grown)
+            for key in _expiring(session_id):
+                pipe.pexpire(key, _ms(ttl))
+            await pipe.execute()
+
+    async def write(
+        self,
+        session_id: str,
+        *,
+        events: list[tuple[int, str]],
+        state: str | None,
+        ttl: float,
+        grown: Grown | None = None,
+    ) -> None:
+        state_key, events_key, _, _, _ = _keys(session_id)
+        async with backends.redis_client().pipeline(transaction=True) as pipe:
+            for seq, event in events:
+                pipe.xadd(events_key, {"e": event}, id=f"{seq}-0", maxlen=EVENTS_KEPT)
+            if state is not None:
+                pipe.hset(state_key, "state", state)
+            if grown is not None:
+                _grow(pipe, session_id, grown)
+            # Every write sets the expiry again, so a write racing the end of a session
+            # can leave nothing behind for longer than the TTL.
+            for key in _expiring(session_id):
+                pipe.pexpire(key, _ms(ttl))
+            await pipe.execute()
+
+    async def load(self, session_id: str) -> StoredSession | None:
+        state_key, _, _, history_key, calls_key = _keys(session_id)
+        pairs, history, call_ids = await backends.redis_client().eval(
+            _LOAD, 3, state_key, history_key, calls_key
+        )
+        fields = dict(zip(pairs[::2], pairs[1::2], strict=True))
+        if b"meta" not in fields or b"state" not in fields:
+            return None
+        state = put_back(json.loads(fields[b"state"]), history, call_ids)
+        return StoredSession(json.loads(fields[b"meta"]), state)
+
+    async def events_after(self, session_id: str, last_seq: int) -> list[dict[str, Any]]:
+        events_key = _keys(session_id)[1]
+        entries = await backends.redis_client().xrange(events_key, min=f"{last_seq + 1}-0")
+        return [json.loads(fields[b"e"]) for _id, fields in entries or [] if fields]
+
+    async def keep(
+        self, session_id: str, *, owner: str, owner_ttl: float, ttl: float | None
+    ) -> None:
+        owner_key = _keys(session_id)[2]
+        async with backends.redis_client().pipeline(transaction=False) as pipe:
+            pipe.set(owner_key, owner, px=_ms(owner_ttl))
+            if ttl is not None:
+                for key in _expiring(session_id):
+                    pipe.pexpire(key, _ms(ttl))
+            await pipe.execute()
+
+    async def expire(self, session_id: str, ttl: float) -> None:
+        async with backends.redis_client().pipeline(transaction=False) as pipe:
+            for key in _expiring(session_id):
+                pipe.pexpire(key, _ms(ttl))
+            await pipe.execute()
+
+    async def owner(self, session_id: str) -> str | None:
+        value = await backends.redis_client().get(_keys(session_id)[2])
+        return value.decode() if isinstance(value, bytes) else value
+
+    async def claim(
+        self, session_id: str, *, owner: str, previous: str | None, owner_ttl: float
+    ) -> bool:
+        owner_key = _keys(session_id)[2]
+        claimed = await backends.redis_client().eval(
+            _CLAIM, 1, owner_key, previous or "", owner, _ms(owner_ttl)
+        )
+        return bool(claimed)
+
+    async def delete(self, session_id: str) -> None:
+        await backends.redis_client().delete(*_keys(session_id))
+
+
+MEMORY_STORE = MemoryResumeStore()
+REDIS_STORE = RedisResumeStore()
+_memory_store = MEMORY_STORE  # the tests clear it
+
+
+def resume_store() -> ResumeStore:
+    """Redis in production (any web process may resume), else this process's memory."""
+    return REDIS_STORE if backends.production() else MEMORY_STORE
+
+
+def resume_state_delete_sync(session_id: str) -> None:
+    """Forget a session's resume state from synchronous code (a view ending the session),
+    so no process can take it over afterwards."""
+    if not backends.production():
+        MEMORY_STORE._entries.pop(session_id, None)
+        return
+    with backends.redis_sync() as client:
+        client.delete(*_keys(session_id))
