@@ -39,8 +39,10 @@ class AgentTestInput(StrictSerializer):
     name = serializers.CharField(max_length=100)
     turns = serializers.ListField(
         child=serializers.JSONField(),
-        help_text="[{user, tool_called?, tool_arguments? {argument: pattern}, tool_not_called? "
-        "(a name or *), reply_contains?, reply_matches? (a pattern), judge? (a criterion)}]",
+        help_text="[{user, spoken? (true: the line is said by the offline voice and heard by "
+        "the offline recogniser), tool_called?, tool_arguments? {argument: pattern}, "
+        "tool_not_called? (a name or *), reply_contains?, reply_matches? (a pattern), judge? "
+        "(a criterion)}]",
     )
     tool_results = serializers.DictField(
         child=serializers.JSONField(), required=False,
@@ -59,6 +61,11 @@ class TestRunInput(StrictSerializer):
     version = serializers.IntegerField(
         min_value=1, required=False, allow_null=True, help_text="Blank: the draft."
     )
+    spoken = serializers.BooleanField(
+        default=False,
+        help_text="Every user turn spoken by the offline voice and heard by the offline "
+        "recogniser (turns marked `spoken` are, either way).",
+    )
 
 
 class TestRunOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -68,8 +75,8 @@ class TestRunOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     class Meta:
         model = TestRun
-        fields = ["id", "agent", "version", "status", "message", "results", "created_at",
-                  "finished_at"]  # fmt: skip
+        fields = ["id", "agent", "version", "spoken", "status", "message", "results",
+                  "created_at", "finished_at"]  # fmt: skip
 
 
 class ScenarioInput(StrictSerializer):
@@ -77,6 +84,11 @@ class ScenarioInput(StrictSerializer):
     goal = serializers.CharField(max_length=1000)
     criteria = serializers.ListField(child=serializers.CharField(max_length=2000), max_length=10)
     max_turns = serializers.IntegerField(min_value=1, required=False)
+    mode = serializers.ChoiceField(
+        choices=["text", "voice"], default="text",
+        help_text="voice: the user's lines go through the offline voice and recogniser to "
+        "the agent, whose replies the offline voice says.",
+    )  # fmt: skip
 
 
 class SimulationInput(StrictSerializer):
@@ -90,8 +102,9 @@ class SimulationOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     class Meta:
         model = Simulation
-        fields = ["id", "batch", "version", "persona", "goal", "criteria", "max_turns", "status",
-                  "message", "transcript", "verdicts", "created_at", "finished_at"]  # fmt: skip
+        fields = ["id", "batch", "version", "persona", "goal", "criteria", "max_turns", "mode",
+                  "status", "message", "transcript", "verdicts", "created_at",
+                  "finished_at"]  # fmt: skip
 
 
 @extend_schema(tags=["Agent tests"])
@@ -158,8 +171,10 @@ class TestRunListApi(APIView):
         "request, with the workspace's LLM: poll `GET test-runs/{id}`. A run ends `passed`, "
         "`failed` (each check says what it saw) or `error` (`message` says why, for instance "
         "that no LLM is configured). Tools are not run; each answers with the test's "
-        "`tool_results`. At most TEST_RUNS_IN_FLIGHT_MAX runs are unfinished per workspace: "
-        "one more is refused with 429.",
+        "`tool_results`. Spoken turns (and `spoken: true`) need the offline speech models: "
+        "without them the run is refused with 400, saying what to install. At most "
+        "TEST_RUNS_IN_FLIGHT_MAX runs are unfinished per workspace: one more is refused with "
+        "429.",
         request=TestRunInput,
         responses={202: TestRunOutput, 429: OpenApiResponse(description="too many runs")},
         examples=examples.RUN_CREATE,
@@ -169,12 +184,14 @@ class TestRunListApi(APIView):
         data = TestRunInput(data=request.data)
         data.is_valid(raise_exception=True)
         version = _version(agent, data.validated_data.get("version"))
-        try:
-            run = services.test_run_create(
-                agent=agent, version=version, actor=actor_for_request(request)
-            )
-        except services.TooManyRunning as busy:
-            raise RunsInFlight(busy.messages[0]) from None
+        with django_errors_as_drf():  # no offline speech for a spoken run: 400
+            try:
+                run = services.test_run_create(
+                    agent=agent, version=version, spoken=data.validated_data["spoken"],
+                    actor=actor_for_request(request),
+                )  # fmt: skip
+            except services.TooManyRunning as busy:
+                raise RunsInFlight(busy.messages[0]) from None
         tasks.test_run_start(run.pk)
         run.refresh_from_db()
         return Response(TestRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
@@ -224,7 +241,9 @@ class SimulationListApi(APIView):
     @extend_schema(
         summary="Start simulated conversations",
         description="For each scenario an LLM plays a user (`persona`, `goal`) against the agent "
-        "in text mode for up to `max_turns`, and the transcript is judged against `criteria`. "
+        "for up to `max_turns`, in text or `voice` mode (the user's lines spoken and heard "
+        "offline: the transcript keeps what was `heard`; refused with 400 where the offline "
+        "speech models are not installed), and the transcript is judged against `criteria`. "
         "At most SIMULATIONS_PER_BATCH_MAX at once and SIMULATIONS_IN_FLIGHT_MAX unfinished per "
         "workspace; refused when a quota is used up; what they consume counts as usage.",
         request=SimulationInput,

@@ -8,8 +8,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from engine.providers.base import LLM
-from evals_app import judge, patterns
-from evals_app.conversation import Reply
+from evals_app import judge, patterns, speech
+from evals_app.conversation import NOT_HEARD, TIMEOUT, TOO_LONG, Reply
 
 TEXT_MAX = 2000
 EXPECTATIONS = (
@@ -33,10 +33,15 @@ def _turn_clean(index: int, turn: Any) -> dict[str, Any]:
     path = f"turns[{index}]"
     if not isinstance(turn, dict) or not isinstance(turn.get("user"), str) or not turn["user"]:
         raise _refuse(path, "an object with the user's words in `user`")
-    unknown = set(turn) - {"user", *EXPECTATIONS}
+    unknown = set(turn) - {"user", "spoken", *EXPECTATIONS}
     if unknown:
+        known = ", ".join(("spoken", *EXPECTATIONS))
+        raise _refuse(path, f"unknown field {sorted(unknown)[0]!r}; known: {known}")
+    if turn.get("spoken", False) not in (True, False):
+        raise _refuse(f"{path}.spoken", "true (the line is spoken and heard) or false")
+    if turn.get("spoken") and len(turn["user"]) > speech.SPOKEN_TEXT_MAX:
         raise _refuse(
-            path, f"unknown field {sorted(unknown)[0]!r}; known: {', '.join(EXPECTATIONS)}"
+            f"{path}.user", f"a spoken line of at most {speech.SPOKEN_TEXT_MAX} characters"
         )
     for name in ("user", "tool_called", "tool_not_called", "reply_contains", "judge"):
         value = turn.get(name)
@@ -56,7 +61,10 @@ def _turn_clean(index: int, turn: Any) -> dict[str, Any]:
 def turns_clean(turns: Any) -> list[dict[str, Any]]:
     if not isinstance(turns, list) or not 1 <= len(turns) <= settings.AGENT_TEST_TURNS_MAX:
         raise ValidationError({"turns": [f"a list of 1 to {settings.AGENT_TEST_TURNS_MAX} turns"]})
-    return [_turn_clean(index, turn) for index, turn in enumerate(turns)]
+    cleaned = [_turn_clean(index, turn) for index, turn in enumerate(turns)]
+    if any(turn.get("spoken") for turn in cleaned):
+        speech.offline_speech_required("turns")
+    return cleaned
 
 
 def scenario_clean(scenario: Any) -> dict[str, Any]:
@@ -75,7 +83,15 @@ def scenario_clean(scenario: Any) -> dict[str, Any]:
         raise ValidationError({"scenarios": ["criteria: at most 10 texts"]})
     if not isinstance(max_turns, int) or not 1 <= max_turns <= settings.SIMULATION_TURNS_MAX:
         raise ValidationError({"scenarios": [f"max_turns: 1 to {settings.SIMULATION_TURNS_MAX}"]})
-    return {"persona": persona, "goal": goal, "criteria": criteria, "max_turns": max_turns}
+    mode = scenario.get("mode", "text")
+    if mode not in ("text", "voice"):
+        raise ValidationError({"scenarios": ["mode: text or voice"]})
+    if mode == "voice":
+        speech.offline_speech_required("scenarios")
+    return {
+        "persona": persona, "goal": goal, "criteria": criteria, "max_turns": max_turns,
+        "mode": mode,
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------- checking a turn
@@ -129,7 +145,7 @@ async def turn_checks(
 ) -> list[dict[str, Any]]:
     """Each expectation of the turn: passed or not, and what was seen instead."""
     if reply.error:
-        return [_check("reply", False, f"the agent did not answer ({reply.error})")]
+        return [_check("reply", False, _unanswered(reply.error))]
     results = await _tool_checks(expected, reply)
     if expected.get("reply_contains"):
         wanted = expected["reply_contains"]
@@ -145,3 +161,16 @@ async def turn_checks(
         verdict = await judge.judge(llm, criterion=expected["judge"], turns=heard)
         results.append(_check(f"judge {expected['judge']!r}", verdict.passed, verdict.reason))
     return results
+
+
+def _unanswered(error: str) -> str:
+    if error == NOT_HEARD:
+        return "the recogniser heard no words in the spoken line, so the agent got no turn"
+    if error == TOO_LONG:
+        return (
+            f"the spoken line is longer than {settings.AGENT_TEST_SPOKEN_MAX_S} seconds "
+            "(AGENT_TEST_SPOKEN_MAX_S): shorten it"
+        )
+    if error == TIMEOUT:
+        return f"the agent did not answer within {settings.AGENT_TEST_TURN_TIMEOUT_S} seconds"
+    return f"the agent did not answer ({error})"

@@ -22,9 +22,10 @@ class Status(models.TextChoices):
 class AgentTest(models.Model):
     """A scripted conversation with expectations per turn.
 
-    ``turns``: [{user, tool_called?, tool_arguments? {name: regex}, tool_not_called?,
-    reply_contains?, reply_matches?, judge?}]; ``tool_results``: {tool name: result} given
-    to the agent in place of running the tool."""
+    ``turns``: [{user, spoken?, tool_called?, tool_arguments? {name: regex},
+    tool_not_called?, reply_contains?, reply_matches?, judge?}] (``spoken``: the line is said
+    by the offline voice and heard by the offline recogniser); ``tool_results``: {tool name:
+    result} given to the agent in place of running the tool."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tests")
@@ -51,9 +52,11 @@ class TestRun(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="test_runs")
     version = models.ForeignKey(AgentVersion, null=True, blank=True, on_delete=models.SET_NULL)
     draft_digest = models.CharField(max_length=64, blank=True)  # the draft it ran against
+    spoken = models.BooleanField(default=False)  # every user turn spoken, not only the marked
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
     message = models.CharField(max_length=500, blank=True)
-    # [{test, passed, turns: [{user, reply, tools, checks: [{check, passed, detail}]}]}]
+    # [{test, passed, turns: [{user, spoken, heard?, reply, tools, checks: [{check, passed,
+    # detail}]}]}]
     results = models.JSONField(default=list, blank=True)
     created_by = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -81,9 +84,12 @@ class Simulation(models.Model):
     goal = models.CharField(max_length=1000)
     criteria = models.JSONField(default=list)  # texts, each judged pass/fail with a reason
     max_turns = models.PositiveSmallIntegerField(default=6)
+    # voice: the user's lines are spoken and heard, the agent's replies synthesized
+    mode = models.CharField(max_length=5, choices=[("text", "text"), ("voice", "voice")],
+                            default="text")  # fmt: skip
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
     message = models.CharField(max_length=500, blank=True)
-    transcript = models.JSONField(default=list, blank=True)  # [{role, text}]
+    transcript = models.JSONField(default=list, blank=True)  # [{role, text, heard?, audio_ms?}]
     verdicts = models.JSONField(default=list, blank=True)  # [{criterion, passed, reason}]
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)

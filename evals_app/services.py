@@ -17,7 +17,7 @@ from django.utils import timezone
 from engine import protocol
 from engine.providers.base import LLM
 from engine.providers.resilience import resilient_llm
-from evals_app import checks, judge
+from evals_app import checks, judge, speech
 from evals_app.conversation import Conversation, Reply
 from evals_app.models import AgentTest, Simulation, Status, TestRun
 from realtime.access import Access
@@ -86,10 +86,14 @@ def _workspace_locked(workspace_id: int) -> None:
 
 
 def test_run_create(
-    *, agent: Agent, version: AgentVersion | None = None, actor: Actor = SYSTEM
-) -> TestRun:
+    *, agent: Agent, version: AgentVersion | None = None, spoken: bool = False,
+    actor: Actor = SYSTEM,
+) -> TestRun:  # fmt: skip
     """Queue a run of the agent's tests against ``version`` (None: the draft); at most
-    TEST_RUNS_IN_FLIGHT_MAX unfinished per workspace."""
+    TEST_RUNS_IN_FLIGHT_MAX unfinished per workspace. ``spoken``: every user turn is
+    spoken and heard, not only those marked ``spoken``."""
+    if spoken or _speaks(AgentTest.objects.filter(workspace=agent.workspace, agent=agent)):
+        speech.offline_speech_required("spoken")
     digest = "" if version else versions.draft_digest(agent)
     with transaction.atomic():
         _workspace_locked(agent.workspace_id)
@@ -101,13 +105,19 @@ def test_run_create(
             )
         run = TestRun.objects.create(
             workspace=agent.workspace, agent=agent, version=version, draft_digest=digest,
-            created_by=actor.label[:200],
+            spoken=spoken, created_by=actor.label[:200],
         )  # fmt: skip
     audit_record(
         workspace=agent.workspace, actor=actor, action="agent_test.run_started",
-        target=agent.slug, details={"run": str(run.uid), "version": version and version.number},
+        target=agent.slug,
+        details={"run": str(run.uid), "version": version and version.number, "spoken": spoken},
     )  # fmt: skip
     return run
+
+
+def _speaks(tests: Any) -> bool:
+    """Whether any of ``tests`` has a spoken turn."""
+    return any(turn.get("spoken") for test in tests for turn in test.turns)
 
 
 def _served(agent: Agent, version: AgentVersion | None) -> versions.ServedAgent:
@@ -135,11 +145,14 @@ def _refusal(workspace_id: int, plan: SessionPlan) -> str | None:
     return usage_services.quota_check(workspace_id=workspace_id)
 
 
-def _meter(agent: Agent, version: AgentVersion | None, usage: dict[str, int], origin: str) -> None:
+def _meter(
+    agent: Agent, version: AgentVersion | None, usage: dict[str, int], origin: str,
+    mode: str = "text",
+) -> None:  # fmt: skip
     """What a run consumed counts like a session's (usage pages and quotas)."""
     record = Session.objects.create(
         workspace=agent.workspace, agent=agent, agent_version=version, origin=origin,
-        mode="text", ended_at=timezone.now(), close_code=1000,
+        mode=mode, ended_at=timezone.now(), close_code=1000,
     )  # fmt: skip
     usage_services.usage_record(session=record, usage=usage, ended=True)
 
@@ -163,14 +176,19 @@ def test_run_execute(*, run_id: int) -> TestRun:
     tests = list(AgentTest.objects.filter(workspace=run.workspace, agent=run.agent))
     if not tests:
         return _finish(run, Status.ERROR, "this agent has no tests yet: write one first")
+    spoken = run.spoken or _speaks(tests)
+    missing = speech.offline_speech_missing() if spoken else None
+    if missing is not None:
+        return _finish(run, Status.ERROR, missing)
+    mode = "voice" if spoken else "text"
     usage: dict[str, int] = {}
     try:
-        results = [async_to_sync(_run_test)(run.agent, run.version, test, usage) for test in tests]
+        results = [async_to_sync(_run_test)(run, test, usage) for test in tests]
     except Exception as error:  # any failure finishes the run; its text may hold a key
         logger.warning("test run %s failed: %s", run.uid, type(error).__name__)
-        _meter(run.agent, run.version, usage, "test run")
+        _meter(run.agent, run.version, usage, "test run", mode)
         return _finish(run, Status.ERROR, FAILED_LLM)
-    _meter(run.agent, run.version, usage, "test run")
+    _meter(run.agent, run.version, usage, "test run", mode)
     run.results = results
     failed = sum(1 for result in results if not result["passed"])
     message = f"{len(results) - failed} of {len(results)} tests passed"
@@ -183,25 +201,30 @@ def _finish(run: TestRun, status: str, message: str) -> TestRun:
     return run
 
 
-async def _run_test(
-    agent: Agent, version: AgentVersion | None, test: AgentTest, usage: dict[str, int]
-) -> dict[str, Any]:
+async def _run_test(run: TestRun, test: AgentTest, usage: dict[str, int]) -> dict[str, Any]:
+    agent, version = run.agent, run.version
     plan = await database_sync_to_async(_plan)(agent, version)
     judge_llm = resilient_llm((await database_sync_to_async(_plan)(agent, version)).llm)
+    spoken = [run.spoken or bool(turn.get("spoken")) for turn in test.turns]
     conversation = Conversation(
         plan,
         tool_results=dict(test.tool_results),
         turn_timeout_s=settings.AGENT_TEST_TURN_TIMEOUT_S,
+        stt=speech.listener(plan.config) if any(spoken) else None,
     )
     turns: list[dict[str, Any]] = []
     heard: list[tuple[str, str]] = []
     await conversation.start()
     try:
-        for expected in test.turns:
-            reply = await _say(conversation, expected["user"])
-            heard += [("user", expected["user"]), ("assistant", reply.text)]
+        for expected, aloud in zip(test.turns, spoken, strict=True):
+            line = expected["user"]
+            say = conversation.say_aloud if aloud else conversation.say
+            reply = await say(line)
+            # What the agent got is what it heard; the judge reads the same.
+            heard += [("user", line if reply.heard is None else reply.heard)]
+            heard += [("assistant", reply.text)]
             results = await checks.turn_checks(expected, reply, heard, judge_llm)
-            turns.append(_turn_result(expected["user"], reply, results))
+            turns.append(_turn_result(line, reply, results))
             if reply.error:
                 break
     finally:
@@ -213,16 +236,12 @@ async def _run_test(
     return {"test": test.name, "passed": passed, "turns": turns}
 
 
-async def _say(conversation: Conversation, text: str) -> Reply:
-    try:
-        return await conversation.say(text)
-    except TimeoutError:
-        return Reply(error="timeout")
-
-
 def _turn_result(user: str, reply: Reply, results: list[dict[str, Any]]) -> dict[str, Any]:
+    spoken = {} if reply.heard is None else {"heard": reply.heard}
     return {
         "user": user,
+        "spoken": reply.heard is not None,
+        **spoken,
         "reply": reply.text,
         "error": reply.error,
         "tools": [{"name": use.name, "arguments": use.arguments} for use in reply.tools],
@@ -276,17 +295,20 @@ def simulation_execute(*, simulation_id: int) -> Simulation:
         pk=simulation_id
     )
     refusal = _unrunnable(simulation)
+    if refusal is None and simulation.mode == "voice":
+        refusal = speech.offline_speech_missing()
     if refusal is not None:
         return _simulation_finish(simulation, Status.ERROR, refusal)
     usage: dict[str, int] = {}
+    meter = (simulation.agent, simulation.version, usage, "simulation", simulation.mode)
     try:
-        turns, verdicts = async_to_sync(_simulate)(simulation, usage)
+        transcript, verdicts = async_to_sync(_simulate)(simulation, usage)
     except Exception as error:  # any failure finishes the simulation; its text may hold a key
         logger.warning("simulation %s failed: %s", simulation.uid, type(error).__name__)
-        _meter(simulation.agent, simulation.version, usage, "simulation")
+        _meter(*meter)
         return _simulation_finish(simulation, Status.ERROR, FAILED_LLM)
-    _meter(simulation.agent, simulation.version, usage, "simulation")
-    simulation.transcript = [{"role": role, "text": text} for role, text in turns]
+    _meter(*meter)
+    simulation.transcript = transcript
     simulation.verdicts = [
         {"criterion": criterion, "passed": verdict.passed, "reason": verdict.reason}
         for criterion, verdict in verdicts
@@ -300,35 +322,54 @@ def simulation_execute(*, simulation_id: int) -> Simulation:
 
 async def _simulate(
     simulation: Simulation, usage: dict[str, int]
-) -> tuple[list[tuple[str, str]], list[tuple[str, judge.Verdict]]]:
+) -> tuple[list[dict[str, Any]], list[tuple[str, judge.Verdict]]]:
+    """The conversation (each line as said; in voice mode the user's also as heard, the
+    agent's with its audio's length), and each criterion's verdict on what was heard."""
     plan = await database_sync_to_async(_plan)(simulation.agent, simulation.version)
     llm: LLM = resilient_llm(
         (await database_sync_to_async(_plan)(simulation.agent, simulation.version)).llm
     )
+    voice = simulation.mode == "voice"
     conversation = Conversation(
-        plan, tool_results={}, turn_timeout_s=settings.AGENT_TEST_TURN_TIMEOUT_S
-    )
-    turns: list[tuple[str, str]] = []
+        plan, tool_results={}, turn_timeout_s=settings.AGENT_TEST_TURN_TIMEOUT_S,
+        stt=speech.listener(plan.config) if voice else None,
+        tts=speech.agent_voice(plan.config) if voice else None,
+    )  # fmt: skip
+    said: list[tuple[str, str]] = []  # the simulated user's side: its own words
+    heard: list[tuple[str, str]] = []  # the agent's side: what reached it
+    transcript: list[dict[str, Any]] = []
     await conversation.start()
     try:
         for _ in range(simulation.max_turns):
             line = await judge.user_line(
-                llm, persona=simulation.persona, goal=simulation.goal, turns=turns
+                llm, persona=simulation.persona, goal=simulation.goal, turns=said
             )
             if not line or judge.DONE in line:
                 break
-            reply = await _say(conversation, line)
-            turns += [("user", line), ("assistant", reply.text)]
+            reply = await (conversation.say_aloud(line) if voice else conversation.say(line))
+            said += [("user", line), ("assistant", reply.text)]
+            heard += [("user", line if reply.heard is None else reply.heard)]
+            heard += [("assistant", reply.text)]
+            transcript += _simulated_turn(line, reply, voice)
             if reply.error:
                 break
     finally:
         await conversation.close()
     usage.update(conversation.usage)
     verdicts = [
-        (criterion, await judge.judge(llm, criterion=criterion, turns=turns))
+        (criterion, await judge.judge(llm, criterion=criterion, turns=heard))
         for criterion in simulation.criteria
     ]
-    return turns, verdicts
+    return transcript, verdicts
+
+
+def _simulated_turn(line: str, reply: Reply, voice: bool) -> list[dict[str, Any]]:
+    if not voice:
+        return [{"role": "user", "text": line}, {"role": "assistant", "text": reply.text}]
+    return [
+        {"role": "user", "text": line, "heard": reply.heard or ""},
+        {"role": "assistant", "text": reply.text, "audio_ms": reply.audio_ms},
+    ]
 
 
 def _simulation_finish(simulation: Simulation, status: str, message: str) -> Simulation:

