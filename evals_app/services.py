@@ -364,12 +364,15 @@ async def _simulate(
 
 
 def _simulated_turn(line: str, reply: Reply, voice: bool) -> list[dict[str, Any]]:
-    if not voice:
-        return [{"role": "user", "text": line}, {"role": "assistant", "text": reply.text}]
-    return [
-        {"role": "user", "text": line, "heard": reply.heard or ""},
-        {"role": "assistant", "text": reply.text, "audio_ms": reply.audio_ms},
-    ]
+    """The line and the reply; a voice line with what was heard, a reply with its audio's
+    length; a turn that got no reply with the reason (``error``)."""
+    user: dict[str, Any] = {"role": "user", "text": line}
+    agent: dict[str, Any] = {"role": "assistant", "text": reply.text}
+    if voice:
+        user["heard"], agent["audio_ms"] = reply.heard or "", reply.audio_ms
+    if reply.error:
+        agent["error"] = reply.error
+    return [user, agent]
 
 
 def _simulation_finish(simulation: Simulation, status: str, message: str) -> Simulation:

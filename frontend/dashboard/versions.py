@@ -58,8 +58,8 @@ class SimulationForm(forms.Form):
     max_turns = forms.IntegerField(min_value=1, initial=6)
     mode = forms.ChoiceField(
         choices=[("text", "Text"), ("voice", "Voice (spoken and heard offline)")],
-        initial="text",
-    )
+        initial="text", required=False,
+    )  # fmt: skip
     count = forms.IntegerField(min_value=1, initial=1, help_text="How many at once.")
 
 
@@ -191,7 +191,7 @@ def _simulate(request: HttpRequest, agent: Agent) -> None:
     data = form.cleaned_data
     scenario = {
         "persona": data["persona"], "goal": data["goal"], "max_turns": data["max_turns"],
-        "mode": data["mode"],
+        "mode": data["mode"] or "text",
         "criteria": [line.strip() for line in data["criteria"].splitlines() if line.strip()],
     }  # fmt: skip
     made = eval_services.simulations_create(

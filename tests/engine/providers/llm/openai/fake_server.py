@@ -34,7 +34,7 @@ import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -73,6 +73,15 @@ class ToolCallArgs:
 
     index: int
     fragment: str
+
+
+@dataclass(frozen=True)
+class ArgsFrom:
+    """A delta carrying a call's JSON arguments made by ``make`` from the request's last
+    user message: a model that takes the arguments from what it was told (or heard)."""
+
+    index: int
+    make: Callable[[str], str]
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,7 @@ Step = (
     | Echo
     | ToolCallStart
     | ToolCallArgs
+    | ArgsFrom
     | Finish
     | Usage
     | Done
@@ -372,8 +382,13 @@ class _Response:
             if step.id is None:
                 del call["id"]
             return self._event(self._chunk({"tool_calls": [call]}))
-        if isinstance(step, ToolCallArgs):
-            call = {"index": step.index, "function": {"arguments": step.fragment}}
+        if isinstance(step, ToolCallArgs | ArgsFrom):
+            fragment = (
+                step.fragment
+                if isinstance(step, ToolCallArgs)
+                else step.make(_last_user_text(self.request))
+            )
+            call = {"index": step.index, "function": {"arguments": fragment}}
             return self._event(self._chunk({"tool_calls": [call]}))
         return self._render_control(step)
 
