@@ -55,6 +55,14 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
 
 
+def _heard_as_said(heard: str, said: str) -> bool:
+    """Whether the recogniser heard the line: the city word for word, and most of the rest.
+    tiny.en under a loaded CPU has been seen to write "water" for Piper's "weather"."""
+    heard_words, said_words = _words(heard), _words(said)
+    alike = sum(h == s for h, s in zip(heard_words, said_words, strict=False))
+    return heard_words[-1:] == said_words[-1:] and alike >= len(said_words) - 1
+
+
 def _city_heard(heard: str) -> str:
     """What a model makes of the user's words: the city is the last one."""
     return json.dumps({"city": re.findall(r"[A-Za-z]+", heard)[-1]})
@@ -121,7 +129,7 @@ async def test_a_spoken_turn_is_heard_and_calls_the_tool_with_the_city_said(
     assert run["status"] == "passed", run
     spoken, typed = run["results"][0]["turns"]
     assert spoken["spoken"] is True and spoken["user"] == "What is the weather in London?"
-    assert _words(spoken["heard"]) == ["what", "is", "the", "weather", "in", "london"]
+    assert _heard_as_said(spoken["heard"], spoken["user"]), spoken["heard"]
     assert spoken["tools"] == [{"name": "get_weather", "arguments": {"city": "London"}}]
     assert typed["spoken"] is False and "heard" not in typed
     # The agent got what the recogniser heard, as a page's voice turn.
@@ -146,10 +154,10 @@ async def test_a_spoken_turn_fails_on_what_was_said(
     assert run["status"] == "failed", run
     spoken = run["results"][0]["turns"][0]
     assert spoken["user"] == "What is the weather in Berlin?"
-    # tiny.en has been heard to write "Borland" for Piper's "Berlin" under load: what fails
+    # tiny.en has been seen to write "Borland" for Piper's "Berlin" under load: what fails
     # the check is the city the agent heard, whatever its spelling, which is never London.
     city = re.findall(r"[A-Za-z]+", spoken["heard"])[-1]
-    assert _words(spoken["heard"])[:5] == ["what", "is", "the", "weather", "in"]
+    assert _words(spoken["heard"])[:2] == ["what", "is"]
     assert city.lower() != "london"
     check = spoken["checks"][0]
     assert check["check"] == "tool_called get_weather" and not check["passed"]
@@ -179,7 +187,7 @@ async def test_a_voice_simulation_speaks_the_users_lines_and_the_agents_replies(
     assert result["mode"] == "voice"
     user, agent = result["transcript"]
     assert user["text"] == "What is the weather in London?"
-    assert _words(user["heard"]) == ["what", "is", "the", "weather", "in", "london"]
+    assert _heard_as_said(user["heard"], user["text"]), user["heard"]
     assert agent["text"] == "It is sunny in London."
     assert agent["audio_ms"] > 500  # the offline voice said the reply
     assert llm.requests[1].json["messages"][-1]["content"] == user["heard"]
