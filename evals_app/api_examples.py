@@ -24,6 +24,7 @@ _RUN: dict[str, Any] = {
     "id": "0b7e2a52-8d7c-4a8e-9f61-1f3c0d5e7a90",
     "agent": "support",
     "version": None,
+    "spoken": False,
     "status": "failed",
     "message": "0 of 1 tests passed",
     "results": [
@@ -33,6 +34,7 @@ _RUN: dict[str, Any] = {
             "turns": [
                 {
                     "user": "Where is my order 1234?",
+                    "spoken": False,
                     "reply": "Let me check that.",
                     "error": "",
                     "tools": [],
@@ -52,6 +54,7 @@ _SCENARIO: dict[str, Any] = {
     "goal": "Find out when order 1234 arrives.",
     "criteria": ["The agent asks for the order number before looking it up."],
     "max_turns": 4,
+    "mode": "text",
 }
 _SIMULATION: dict[str, Any] = {
     "id": "5d1f7c0e-2b9a-4f4e-8a3b-6c2d9e0f1a2b",
@@ -86,8 +89,38 @@ RUN_CREATE = [
     response("Queued", {**_RUN, "status": "queued", "message": "", "results": [],
                         "finished_at": None}, 202),
 ]  # fmt: skip
-RUN_DETAIL = [response("A failed run", _RUN)]
-SIMULATION_LIST = [response("Simulations", _SIMULATION)]
+_SPOKEN_TURN: dict[str, Any] = {
+    "user": "What is the weather in Berlin?",
+    "spoken": True,
+    "heard": "What is the weather in Borland?",
+    "reply": "I could not find Borland.",
+    "error": "",
+    "tools": [{"name": "get_weather", "arguments": {"city": "Borland"}}],
+    "checks": [
+        {"check": "tool_called get_weather", "passed": False,
+         "detail": "get_weather was called with {'city': 'Borland'}"},
+    ],
+}  # fmt: skip
+RUN_DETAIL = [
+    response("A failed run", _RUN),
+    response(
+        "A spoken turn: what was heard next to what was written",
+        {**_RUN, "spoken": True, "results": [
+            {"test": "weather by voice", "passed": False, "turns": [_SPOKEN_TURN]}
+        ]},
+    ),
+]  # fmt: skip
+SIMULATION_LIST = [
+    response("Simulations", _SIMULATION),
+    response(
+        "In voice mode",
+        {**_SIMULATION, "mode": "voice", "transcript": [
+            {"role": "user", "text": "When does my order arrive?",
+             "heard": "When does my order arrive?"},
+            {"role": "assistant", "text": "Which order number is it?", "audio_ms": 1420},
+        ]},
+    ),
+]  # fmt: skip
 SIMULATION_CREATE = [
     request("One scenario", {"scenarios": [_SCENARIO]}),
     response("Queued", {**_SIMULATION, "status": "queued", "message": "", "transcript": [],
