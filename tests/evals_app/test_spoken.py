@@ -167,12 +167,17 @@ async def test_a_spoken_turn_fails_on_what_was_said(
 async def test_a_voice_simulation_speaks_the_users_lines_and_the_agents_replies(
     owner: Tenant, llm: FakeOpenAIServer, eager: Any
 ) -> None:
-    await _agent(owner)
+    eager.AGENT_TEST_TURN_TIMEOUT_S = 20
+    await _agent(owner, greeting="Hello! Ask me about the weather anywhere.")
     scenario = {
         "persona": "A traveller.", "goal": "Learn the weather in London.",
         "criteria": ["The agent gives the weather in London."], "max_turns": 3, "mode": "voice",
     }  # fmt: skip
-    llm.script(text_reply("What is the weather in London?"))  # the simulated user
+    # The simulated user's first words would be taken for an "okay" over the agent (and
+    # dropped) were the greeting still playing: it was heard to its end first.
+    llm.script(text_reply("Okay, sure."))
+    llm.script(text_reply("Which city?"))
+    llm.script(text_reply("What is the weather in London?"))
     llm.script(*_weather_call())  # the agent, on what it heard
     llm.script(text_reply("It is sunny in London."))
     llm.script(text_reply("[done]"))
@@ -185,15 +190,17 @@ async def test_a_voice_simulation_speaks_the_users_lines_and_the_agents_replies(
 
     assert result["status"] == "passed", result
     assert result["mode"] == "voice"
-    user, agent = result["transcript"]
+    okay, which, user, agent = result["transcript"]
+    assert okay["heard"] and which == {"role": "assistant", "text": "Which city?",
+                                       "audio_ms": which["audio_ms"]}  # fmt: skip
     assert user["text"] == "What is the weather in London?"
     assert _heard_as_said(user["heard"], user["text"]), user["heard"]
     assert agent["text"] == "It is sunny in London."
-    assert agent["audio_ms"] > 500  # the offline voice said the reply
-    assert llm.requests[1].json["messages"][-1]["content"] == user["heard"]
+    assert which["audio_ms"] > 300 and agent["audio_ms"] > 500  # the offline voice said them
+    assert llm.requests[3].json["messages"][-1]["content"] == user["heard"]
     metered = await sync_to_async(Session.objects.get)(origin="simulation")
     assert metered.mode == "voice"
-    assert metered.usage["stt_audio_ms"] > 1000 and metered.usage["tts_characters"] > 0
+    assert metered.usage["stt_audio_ms"] > 2000 and metered.usage["tts_characters"] > 0
 
 
 async def test_without_the_offline_models_spoken_options_are_refused_in_words(
