@@ -107,6 +107,7 @@ def _filler(workspace: Any, size: int) -> Any:
 
     from knowledge_app import services
     from knowledge_app.chunking import chunk_text
+    from knowledge_app.embedders import OFFLINE_SPACE
     from knowledge_app.embeddings import DIMENSIONS
     from knowledge_app.models import Chunk, Document
 
@@ -117,7 +118,7 @@ def _filler(workspace: Any, size: int) -> Any:
     base = services.knowledge_base_create(workspace=workspace, name=f"filler-{size}")
     document = Document.objects.create(
         workspace=workspace, knowledge_base=base, title="filler", kind="text", content=b"",
-        status="ready",
+        status="ready", embedded_with=OFFLINE_SPACE, embedding_dimensions=DIMENSIONS,
     )  # fmt: skip
     texts = [" ".join(rng.choices(words, k=110)) for _ in range(size)]
     assert chunk_text(texts[0])  # the size a real passage has
