@@ -35,6 +35,7 @@ before anything is read, and each chunk row is filtered on the workspace again.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -53,6 +54,8 @@ from knowledge_app import embedders
 from knowledge_app.embedders import Embedder
 from knowledge_app.embedding_provider import EmbeddingFailed
 from knowledge_app.models import Chunk, KnowledgeBase
+
+logger = logging.getLogger(__name__)
 
 Mode = Literal["hybrid", "fulltext", "vector"]
 RRF_K = 60
@@ -163,6 +166,10 @@ def _vector_rankings(
             vector = question.result()
         except EmbeddingFailed as error:
             failed.append(str(error))
+            continue
+        except Exception as error:  # a turn's search never fails for its embeddings
+            logger.error("question embedding failed: %s", type(error).__name__)
+            failed.append("The question could not be embedded (the platform's side).")
             continue
         versions = {base.pk: base.index_version for base in spaces[space]}
         rankings.append(_by_vector(workspace_id, versions, space, vector, CANDIDATES))
