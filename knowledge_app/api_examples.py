@@ -68,7 +68,12 @@ CONNECTION_SAVE = [
             "api_key": "sk-proj-…",
         },
     ),
-    response("Saved (the key is never shown again)", _CONNECTION, 201),
+    response("Created (the key is never shown again)", _CONNECTION, 201),
+    response(
+        "Changed: another model (the saved key kept)",
+        {**_CONNECTION, "model": "text-embedding-3-large", "updated_at": "2025-06-02T10:00:00Z"},
+        200,
+    ),
 ]
 BASE_EMBEDDING = [
     request("Embed with the workspace's connection", {"connection": "openai-small"}),
