@@ -12,6 +12,7 @@ session is built or a connection is tested) ever decrypts them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -231,22 +232,6 @@ def _clean_model(model: str) -> str:
     return model
 
 
-def provider_llm_set(
-    *,
-    workspace: Workspace,
-    name: str,
-    base_url: str,
-    model: str,
-    api_key: str | None = None,
-    actor: Actor = SYSTEM,
-) -> ProviderCredential:
-    """An OpenAI-compatible LLM endpoint of the workspace (created, or updated by name)."""
-    return provider_endpoint_set(
-        workspace=workspace, kind=Kind.LLM, name=name, base_url=base_url, model=model,
-        api_key=api_key, actor=actor,
-    )  # fmt: skip
-
-
 def provider_endpoint_set(
     *,
     workspace: Workspace,
@@ -283,6 +268,10 @@ def provider_endpoint_set(
         model=cleaned["model"],
         actor=actor,
     )
+
+
+# An OpenAI-compatible LLM endpoint of the workspace (created, or updated by name).
+provider_llm_set = functools.partial(provider_endpoint_set, kind=Kind.LLM)
 
 
 def provider_speech_set(
