@@ -1,10 +1,11 @@
-"""REST API for knowledge bases, their documents, a search, and an agent's knowledge."""
+"""REST API for knowledge bases, their documents, a search, an agent's knowledge, and the
+workspace's embedding connections (a base's own embedding provider)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
@@ -17,21 +18,76 @@ from knowledge_app import search, selectors, services
 from knowledge_app.models import Document, KnowledgeBase
 from secrets_app.audit import actor_for_request
 from secrets_app.authentication import request_workspace
+from secrets_app.models import ProviderCredential
 from sessions_app import selectors as agent_selectors
 
 SCOPE = "knowledge"
 
 
+class EmbeddingOutput(serializers.Serializer):  # type: ignore[type-arg]
+    connection = serializers.CharField(
+        allow_null=True, help_text="The embedding connection's name; null: the offline model."
+    )
+    model = serializers.CharField(help_text="The model, and the connection serving it.")
+    documents = serializers.IntegerField(help_text="Documents with passages.")
+    embedded = serializers.IntegerField(
+        help_text="Of them, embedded with this model; the others are found by full text "
+        "alone until their re-indexing reaches them."
+    )
+    reindexing = serializers.BooleanField()
+
+
 class KnowledgeBaseOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
     id = serializers.UUIDField(source="uid")
     documents = serializers.SerializerMethodField()
+    embedding = serializers.SerializerMethodField()
 
     class Meta:
         model = KnowledgeBase
-        fields = ["id", "name", "description", "documents", "created_at"]
+        fields = ["id", "name", "description", "documents", "embedding", "created_at"]
 
     def get_documents(self, base: KnowledgeBase) -> int:
         return base.documents.count()
+
+    @extend_schema_field(EmbeddingOutput)
+    def get_embedding(self, base: KnowledgeBase) -> dict[str, Any]:
+        state = selectors.embedding_status(base=base)
+        return {**EmbeddingOutput(state).data, "reindexing": state.reindexing}
+
+
+class BaseEmbeddingInput(StrictSerializer):
+    connection = serializers.CharField(
+        max_length=64, allow_null=True, allow_blank=True,
+        help_text="The name of one of the workspace's embedding connections; null or \"\": "
+        "the offline model. Another model re-indexes the base's documents in the background.",
+    )  # fmt: skip
+
+
+class EmbeddingConnectionOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
+    has_key = serializers.BooleanField(
+        help_text="Whether a key is saved. The key itself is never shown again."
+    )
+
+    class Meta:
+        model = ProviderCredential
+        fields = ["name", "base_url", "model", "has_key", "created_at", "updated_at"]
+
+
+class EmbeddingConnectionInput(StrictSerializer):
+    name = serializers.CharField(
+        max_length=64, help_text="How knowledge bases choose it, like openai-small."
+    )
+    base_url = serializers.CharField(
+        max_length=500,
+        help_text="An OpenAI-compatible API: POST {base_url}/embeddings. Public addresses "
+        "only (the egress guard).",
+    )
+    model = serializers.CharField(max_length=100)
+    api_key = serializers.CharField(
+        required=False, allow_blank=True, write_only=True, trim_whitespace=False,
+        help_text="Sent as Authorization: Bearer, to this base URL's host only. Absent when "
+        "changing a connection: the saved key is kept.",
+    )  # fmt: skip
 
 
 class KnowledgeBaseInput(StrictSerializer):
@@ -368,3 +424,108 @@ class AgentKnowledgeApi(APIView):
                 mode=data.validated_data["mode"], actor=actor_for_request(request),
             )  # fmt: skip
         return self._output(agent)
+
+
+def _connection(request: Request, name: str) -> ProviderCredential:
+    return selectors.embedding_connection_get(workspace=request_workspace(request), name=name)
+
+
+@extend_schema(tags=["Knowledge bases"])
+class KnowledgeBaseEmbeddingApi(APIView):
+    scopes = {"PUT": SCOPE}
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        summary="Choose a knowledge base's embedding model",
+        description="`connection`: one of the workspace's embedding connections by name, or "
+        "null for the offline model. Vectors of different models are never compared: a "
+        "change re-indexes the base's documents off the request (their `status` and "
+        "`progress` show it; `embedding.embedded` counts those done); until a document is "
+        "done, searches find its passages by full text alone.",
+        request=BaseEmbeddingInput,
+        responses=KnowledgeBaseOutput,
+        examples=examples.BASE_EMBEDDING,
+    )
+    def put(self, request: Request, knowledge_base_id: str) -> Response:
+        base = _base(request, knowledge_base_id)
+        data = BaseEmbeddingInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        with django_errors_as_drf("connection"):
+            services.knowledge_base_set_embedding(
+                base=base, connection_name=data.validated_data["connection"] or None,
+                actor=actor_for_request(request),
+            )  # fmt: skip
+        return Response(KnowledgeBaseOutput(base).data)
+
+
+@extend_schema(tags=["Knowledge bases"])
+class EmbeddingConnectionListApi(APIView):
+    scopes = {"GET": SCOPE, "POST": SCOPE}
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        summary="List embedding connections",
+        description="The workspace's OpenAI-compatible embedding endpoints, which its "
+        "knowledge bases may embed with instead of the offline model. Keys are never shown.",
+        responses=EmbeddingConnectionOutput(many=True),
+        examples=examples.CONNECTION_LIST,
+    )
+    def get(self, request: Request) -> Response:
+        connections = selectors.embedding_connection_list(workspace=request_workspace(request))
+        return Response(EmbeddingConnectionOutput(connections, many=True).data)
+
+    @extend_schema(
+        summary="Save an embedding connection",
+        description="Creates the connection, or changes the one of that name (201 or 200). "
+        "The key is sealed like the workspace's other provider keys and never shown again. "
+        "A new base URL or model re-indexes the knowledge bases that embed with it.",
+        request=EmbeddingConnectionInput,
+        responses={201: EmbeddingConnectionOutput, 200: EmbeddingConnectionOutput},
+        examples=examples.CONNECTION_SAVE,
+    )
+    def post(self, request: Request) -> Response:
+        workspace = request_workspace(request)
+        data = EmbeddingConnectionInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        existed = selectors.embedding_connection_list(workspace=workspace).filter(
+            name=values["name"]
+        )
+        created = not existed.exists()
+        with django_errors_as_drf("name"):
+            connection = services.embedding_connection_set(
+                workspace=workspace, name=values["name"], base_url=values["base_url"],
+                model=values["model"], api_key=values.get("api_key") or None,
+                actor=actor_for_request(request),
+            )  # fmt: skip
+        answer = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(EmbeddingConnectionOutput(connection).data, status=answer)
+
+
+@extend_schema(tags=["Knowledge bases"])
+class EmbeddingConnectionDetailApi(APIView):
+    scopes = {"GET": SCOPE, "DELETE": SCOPE}
+
+    @extend_schema(
+        summary="Get an embedding connection",
+        description="One embedding connection of the workspace, by name (never its key).",
+        responses=EmbeddingConnectionOutput,
+        examples=examples.CONNECTION_DETAIL,
+    )
+    def get(self, request: Request, name: str) -> Response:
+        return Response(EmbeddingConnectionOutput(_connection(request, name)).data)
+
+    @extend_schema(
+        summary="Delete an embedding connection",
+        description="Refused (400) while a knowledge base embeds with it: choose another "
+        "model for those bases first.",
+        responses={204: None},
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        connection = _connection(request, name)
+        with django_errors_as_drf("name"):
+            services.embedding_connection_delete(
+                workspace=request_workspace(request), connection=connection,
+                actor=actor_for_request(request),
+            )  # fmt: skip
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -15,6 +15,13 @@ _BASE: dict[str, Any] = {
     "name": "Help center",
     "description": "Return policy, shipping, warranty.",
     "documents": 2,
+    "embedding": {
+        "connection": None,
+        "model": "all-MiniLM-L6-v2 (offline, built in)",
+        "documents": 2,
+        "embedded": 2,
+        "reindexing": False,
+    },
     "created_at": "2025-06-01T09:30:00Z",
 }
 _DOCUMENT: dict[str, Any] = {
@@ -41,6 +48,49 @@ BASE_CREATE = [
     response("Created", {**_BASE, "documents": 0}, 201),
 ]
 BASE_DETAIL = [response("A knowledge base", _BASE)]
+_CONNECTION: dict[str, Any] = {
+    "name": "openai-small",
+    "base_url": "https://api.openai.com/v1",
+    "model": "text-embedding-3-small",
+    "has_key": True,
+    "created_at": "2025-06-01T09:20:00Z",
+    "updated_at": "2025-06-01T09:20:00Z",
+}
+CONNECTION_LIST = [response("An embedding connection", _CONNECTION)]
+CONNECTION_DETAIL = [response("An embedding connection", _CONNECTION)]
+CONNECTION_SAVE = [
+    request(
+        "An OpenAI embedding model",
+        {
+            "name": "openai-small",
+            "base_url": "https://api.openai.com/v1",
+            "model": "text-embedding-3-small",
+            "api_key": "sk-proj-…",
+        },
+    ),
+    response("Created (the key is never shown again)", _CONNECTION, 201),
+    response(
+        "Changed: another model (the saved key kept)",
+        {**_CONNECTION, "model": "text-embedding-3-large", "updated_at": "2025-06-02T10:00:00Z"},
+        200,
+    ),
+]
+BASE_EMBEDDING = [
+    request("Embed with the workspace's connection", {"connection": "openai-small"}),
+    response(
+        "Re-indexing with it",
+        {
+            **_BASE,
+            "embedding": {
+                "connection": "openai-small",
+                "model": "text-embedding-3-small (connection openai-small)",
+                "documents": 2,
+                "embedded": 0,
+                "reindexing": True,
+            },
+        },
+    ),
+]
 DOCUMENT_LIST = [
     response("An indexed document", _DOCUMENT),
     response(

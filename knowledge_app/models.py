@@ -4,6 +4,12 @@ A chunk keeps its workspace and knowledge base beside its document, so every sea
 filters on the tenant in the same query that ranks. Its full-text index is the
 database's own (a generated ``tsvector`` column with a GIN index on PostgreSQL, an FTS5
 table on SQLite: migration 0002), its embedding a float32 vector in ``embedding``.
+
+Vectors of different models are never compared: a knowledge base embeds with the offline
+model or with the workspace's embedding connection it chose (``embedding_connection``),
+and each document records the space its passages' vectors are in (``embedded_with``:
+``embedders.Embedder.space``, the model and where it is served) and their dimension. A
+search scores only the passages embedded in its base's current space.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
-from secrets_app.models import Workspace
+from secrets_app.models import ProviderCredential, Workspace
 
 
 class KnowledgeBase(models.Model):
@@ -25,6 +31,12 @@ class KnowledgeBase(models.Model):
     description = models.CharField(max_length=500, blank=True)
     # Bumped whenever its chunks change: the in-process vector caches key on it.
     index_version = models.PositiveIntegerField(default=0)
+    # The workspace's embedding connection its passages are embedded with (None: the
+    # offline model). A connection in use cannot be deleted (RESTRICT), but goes with
+    # its workspace as the base does.
+    embedding_connection = models.ForeignKey(
+        ProviderCredential, on_delete=models.RESTRICT, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -74,6 +86,13 @@ class Document(models.Model):
     error = models.CharField(max_length=300, blank=True)  # one of our own sentences
     characters = models.PositiveIntegerField(default=0)
     chunk_count = models.PositiveIntegerField(default=0)
+    # The vector space its passages were embedded in (``embedders.Embedder.space``; blank:
+    # none yet), and how many floats each vector has.
+    embedded_with = models.CharField(max_length=64, blank=True)
+    embedding_dimensions = models.PositiveIntegerField(default=0)
+    # Queued to embed its passages again (its base chose another embedder): the stored
+    # passages are embedded anew, a URL is not fetched again.
+    reembed = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     fetched_at = models.DateTimeField(null=True, blank=True)
     indexed_at = models.DateTimeField(null=True, blank=True)
@@ -91,7 +110,7 @@ class Chunk(models.Model):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     position = models.PositiveIntegerField()  # 1, 2, … in the document
     text = models.TextField()
-    embedding = models.BinaryField()  # float32, embeddings.DIMENSIONS of them
+    embedding = models.BinaryField()  # float32, document.embedding_dimensions of them
 
     class Meta:
         ordering = ["document", "position"]

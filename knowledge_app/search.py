@@ -7,14 +7,20 @@ the realtime session's knowledge tool, the REST search and the benchmark call it
   SQLite FTS5's ``bm25`` on the embedded default. The question's words are OR-ed (a
   spoken question rarely has every word of the passage), each quoted: no query syntax
   of the user's reaches the parser.
-- Embeddings: the question's vector against every chunk's, in process (numpy). No
+- Embeddings: the question's vector against every chunk's, in process (numpy), in each
+  base's own vector space (``embedders``): the question is embedded once per space among
+  the bases searched (the offline model, or a workspace's embedding connection), and
+  compared only with passages embedded in that space, of that dimension. No
   pgvector for this PostgreSQL, so each knowledge base's vectors are loaded once per
   process and index version and kept (``_VectorCache``); scoring 10k chunks is one
   10k×384 product (1-2 ms on an idle core). It stops being fast around a few hundred thousand chunks
   per search (100 ms and 150 MB per 100k); past that an ANN index (pgvector HNSW, or a
   FAISS/hnswlib sidecar) replaces the brute-force product.
 - Fusion: reciprocal rank fusion (score = Σ 1/(60 + rank)), which needs no calibration
-  between the two scores.
+  between the scores (nor between spaces: each space's ranking is one more list).
+- An embedding connection that fails or is slower than
+  ``KNOWLEDGE_EMBEDDING_QUESTION_TIMEOUT_S`` leaves its bases to full text for that
+  search; ``search_noted`` says so (the session's record and the turn's steps show it).
 - Fair share of the embedding thread (one per process, shared by every workspace's
   searches, REST and live sessions alike): a workspace has at most
   ``KNOWLEDGE_WORKSPACE_SEARCH_CONCURRENCY`` questions waiting for it or being embedded;
@@ -29,6 +35,7 @@ before anything is read, and each chunk row is filtered on the workspace again.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -43,15 +50,19 @@ from django.db import connection
 from django.utils.crypto import salted_hmac
 from threadpoolctl import threadpool_limits
 
-from knowledge_app import embeddings
+from knowledge_app import embedders
+from knowledge_app.embedders import Embedder
+from knowledge_app.embedding_provider import EmbeddingFailed
 from knowledge_app.models import Chunk, KnowledgeBase
+
+logger = logging.getLogger(__name__)
 
 Mode = Literal["hybrid", "fulltext", "vector"]
 RRF_K = 60
 CANDIDATES = 20  # from each ranking, before fusion
 QUERY_TERMS_MAX = 32
 QUERY_MAX_CHARS = 1000
-CACHE_MAX_VECTORS = 200_000  # per process, across knowledge bases (about 300 MB)
+CACHE_MAX_FLOATS = 200_000 * 384  # per process, across knowledge bases (about 300 MB)
 EMBED_QUERY_MAX_CHARS = 400  # a spoken question is far shorter; the model reads 256 tokens
 QUESTION_CACHE_S = 60.0
 QUESTION_CACHE_MAX = 512
@@ -79,6 +90,12 @@ def source_label(chunk_id: int) -> str:
     return "K" + salted_hmac("knowledge-source", str(chunk_id)).hexdigest()[:10]
 
 
+@dataclass(frozen=True)
+class Found:
+    passages: list[Passage]
+    note: str = ""  # why embeddings were left out of the ranking ("": they were not)
+
+
 def search(
     *,
     workspace_id: int,
@@ -87,24 +104,76 @@ def search(
     k: int = 5,
     mode: Mode = "hybrid",
 ) -> list[Passage]:
+    found = search_noted(
+        workspace_id=workspace_id, knowledge_base_ids=knowledge_base_ids, query=query, k=k,
+        mode=mode,
+    )  # fmt: skip
+    return found.passages
+
+
+def search_noted(
+    *,
+    workspace_id: int,
+    knowledge_base_ids: list[int],
+    query: str,
+    k: int = 5,
+    mode: Mode = "hybrid",
+) -> Found:
+    """The passages, and a note when an embedding connection failed (full text instead)."""
     query = query[:QUERY_MAX_CHARS]
-    bases = dict(
+    bases = list(
         KnowledgeBase.objects.filter(
             workspace_id=workspace_id, pk__in=knowledge_base_ids
-        ).values_list("pk", "index_version")
+        ).select_related("embedding_connection")
     )
     if not bases or not query.strip():
-        return []
+        return Found([])
+    base_ids = [base.pk for base in bases]
+    spaces: dict[str, list[KnowledgeBase]] = {}
+    for base in bases:
+        spaces.setdefault(embedders.space_of(base.embedding_connection), []).append(base)
+    # Each space's question is embedded on another thread while the database ranks by
+    # full text (numpy, the tokenizer and sockets let go of the GIL).
+    questions_asked = {
+        space: _question_vector(workspace_id, members[0], query)
+        for space, members in (spaces.items() if mode != "fulltext" else ())
+    }
+    full_text = None
+    if mode != "vector" or None in questions_asked.values():  # past its share: full text
+        full_text = _full_text(workspace_id, base_ids, query, CANDIDATES)
+    rankings, failed = _vector_rankings(workspace_id, spaces, questions_asked)
+    if full_text is None and failed:
+        full_text = _full_text(workspace_id, base_ids, query, CANDIDATES)
+    fused = _fuse([full_text or [], *rankings])[:k]
+    note = ""
+    if failed:
+        note = f"Searched by full text alone: {failed[0]}"
+    return Found(_passages(workspace_id, base_ids, fused), note)
+
+
+def _vector_rankings(
+    workspace_id: int,
+    spaces: dict[str, list[KnowledgeBase]],
+    asked: dict[str, Future[np.ndarray] | None],
+) -> tuple[list[list[int]], list[str]]:
+    """Each space's ranking, and why a space has none (its provider failed)."""
     rankings: list[list[int]] = []
-    # The question is embedded on another thread while the database ranks by full text
-    # (numpy and the tokenizer let go of the GIL): the search waits for the slower one.
-    question = _question_vector(workspace_id, query) if mode != "fulltext" else None
-    if mode != "vector" or question is None:  # past its share: full text alone
-        rankings.append(_full_text(workspace_id, list(bases), query, CANDIDATES))
-    if question is not None:
-        rankings.append(_by_vector(workspace_id, bases, question.result(), CANDIDATES))
-    fused = _fuse(rankings)[:k]
-    return _passages(workspace_id, list(bases), fused)
+    failed: list[str] = []
+    for space, question in asked.items():
+        if question is None:
+            continue
+        try:
+            vector = question.result()
+        except EmbeddingFailed as error:
+            failed.append(str(error))
+            continue
+        except Exception as error:  # a turn's search never fails for its embeddings
+            logger.error("question embedding failed: %s", type(error).__name__)
+            failed.append("The question could not be embedded (the platform's side).")
+            continue
+        versions = {base.pk: base.index_version for base in spaces[space]}
+        rankings.append(_by_vector(workspace_id, versions, space, vector, CANDIDATES))
+    return rankings, failed
 
 
 def _fuse(rankings: list[list[int]]) -> list[tuple[int, float]]:
@@ -170,24 +239,30 @@ def _full_text(workspace_id: int, base_ids: list[int], query: str, limit: int) -
 
 
 class _VectorCache:
-    """Each knowledge base's chunk ids and vectors, as of an index version (LRU)."""
+    """Each knowledge base's chunk ids and vectors of one space and dimension, as of an
+    index version (LRU, bounded by the floats it holds)."""
 
-    def __init__(self, max_vectors: int) -> None:
-        self._entries: OrderedDict[int, tuple[int, np.ndarray, np.ndarray]] = OrderedDict()
-        self._max, self._lock = max_vectors, threading.Lock()
+    def __init__(self, max_floats: int) -> None:
+        self._entries: OrderedDict[int, tuple[tuple[int, str, int], np.ndarray, np.ndarray]] = (
+            OrderedDict()
+        )
+        self._max, self._lock = max_floats, threading.Lock()
 
-    def get(self, workspace_id: int, base_id: int, version: int) -> tuple[np.ndarray, np.ndarray]:
+    def get(
+        self, workspace_id: int, base_id: int, version: int, space: str, dimensions: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        stamp = (version, space, dimensions)
         with self._lock:
             entry = self._entries.get(base_id)
-            if entry is not None and entry[0] == version:
+            if entry is not None and entry[0] == stamp:
                 self._entries.move_to_end(base_id)
                 return entry[1], entry[2]
-        ids, matrix = _load_vectors(workspace_id, base_id)
+        ids, matrix = _load_vectors(workspace_id, base_id, space, dimensions)
         with self._lock:
-            self._entries[base_id] = (version, ids, matrix)
+            self._entries[base_id] = (stamp, ids, matrix)
             self._entries.move_to_end(base_id)
             while (
-                sum(len(e[1]) for e in self._entries.values()) > self._max
+                sum(e[2].size for e in self._entries.values()) > self._max
                 and len(self._entries) > 1
             ):
                 self._entries.popitem(last=False)
@@ -198,34 +273,40 @@ class _VectorCache:
             self._entries.clear()
 
 
-def _load_vectors(workspace_id: int, base_id: int) -> tuple[np.ndarray, np.ndarray]:
-    rows = Chunk.objects.filter(workspace_id=workspace_id, knowledge_base_id=base_id).values_list(
-        "pk", "embedding"
-    )
+def _load_vectors(
+    workspace_id: int, base_id: int, space: str, dimensions: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The base's passages embedded in ``space`` with vectors of ``dimensions`` floats."""
+    rows = Chunk.objects.filter(
+        workspace_id=workspace_id, knowledge_base_id=base_id,
+        document__embedded_with=space, document__embedding_dimensions=dimensions,
+    ).values_list("pk", "embedding")  # fmt: skip
     ids = np.fromiter((pk for pk, _ in rows), dtype=np.int64, count=len(rows))
-    matrix = np.zeros((len(rows), embeddings.DIMENSIONS), dtype=np.float32)
+    matrix = np.zeros((len(rows), dimensions), dtype=np.float32)
     for row, (_, vector) in enumerate(rows):
         matrix[row] = np.frombuffer(bytes(vector), dtype=np.float32)
     return ids, matrix
 
 
-vectors = _VectorCache(CACHE_MAX_VECTORS)
-# No database in this thread: it only embeds (embeddings.embed runs one at a time anyway).
+vectors = _VectorCache(CACHE_MAX_FLOATS)
+# No database in these threads: they only embed. The offline model runs one at a time
+# anyway; a provider's questions wait on sockets, a few at once.
 _embedder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowledge-embed")
+_remote = ThreadPoolExecutor(max_workers=4, thread_name_prefix="knowledge-embed-remote")
 
 
 class _Questions:
-    """Each workspace's questions waiting for the embedding thread or on it (capped), and
-    the vectors of its recent questions."""
+    """Each workspace's questions waiting for an embedding thread or on it (capped), and
+    the vectors of its recent questions, per vector space."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._busy: dict[int, int] = {}
-        self._recent: OrderedDict[tuple[int, str], tuple[float, np.ndarray]] = OrderedDict()
+        self._recent: OrderedDict[tuple[int, str, str], tuple[float, np.ndarray]] = OrderedDict()
 
-    def vector(self, workspace_id: int, text: str) -> Future[np.ndarray] | None:
+    def vector(self, workspace_id: int, embedder: Embedder, text: str) -> Future[np.ndarray] | None:
         """The question's vector (soon), or None: the workspace has its share in flight."""
-        key = (workspace_id, text)
+        key = (workspace_id, embedder.space, text)
         with self._lock:
             kept = self._recent.get(key)
             if kept is not None and time.monotonic() - kept[0] < QUESTION_CACHE_S:
@@ -235,15 +316,17 @@ class _Questions:
             if self._busy.get(workspace_id, 0) >= settings.KNOWLEDGE_WORKSPACE_SEARCH_CONCURRENCY:
                 return None
             self._busy[workspace_id] = self._busy.get(workspace_id, 0) + 1
+        pool = _embedder if embedder.endpoint is None else _remote
         try:
-            return _embedder.submit(self._embed, key)
+            return pool.submit(self._embed, key, embedder)
         except BaseException:
             self._release(workspace_id)
             raise
 
-    def _embed(self, key: tuple[int, str]) -> np.ndarray:
+    def _embed(self, key: tuple[int, str, str], embedder: Embedder) -> np.ndarray:
+        timeout_s = float(settings.KNOWLEDGE_EMBEDDING_QUESTION_TIMEOUT_S)
         try:
-            vector: np.ndarray = embeddings.embed([key[1]])[0]
+            vector: np.ndarray = embedder.embed([key[2]], timeout_s=timeout_s)[0]
         finally:
             self._release(key[0])
         with self._lock:
@@ -269,16 +352,20 @@ class _Questions:
 questions = _Questions()
 
 
-def _question_vector(workspace_id: int, query: str) -> Future[np.ndarray] | None:
-    return questions.vector(workspace_id, query[:EMBED_QUERY_MAX_CHARS])
+def _question_vector(
+    workspace_id: int, base: KnowledgeBase, query: str
+) -> Future[np.ndarray] | None:
+    """The question in ``base``'s space (its embedding connection's key opened here)."""
+    embedder = embedders.embedder_for(base.embedding_connection)
+    return questions.vector(workspace_id, embedder, query[:EMBED_QUERY_MAX_CHARS])
 
 
 def _by_vector(
-    workspace_id: int, bases: dict[int, int], question: np.ndarray, limit: int
+    workspace_id: int, bases: dict[int, int], space: str, question: np.ndarray, limit: int
 ) -> list[int]:
     scored: list[tuple[float, int]] = []
     for base_id, version in bases.items():
-        ids, matrix = vectors.get(workspace_id, base_id, version)
+        ids, matrix = vectors.get(workspace_id, base_id, version, space, len(question))
         if not len(ids):
             continue
         with threadpool_limits(limits=1, user_api="blas"):  # see embeddings.embed

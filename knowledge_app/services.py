@@ -2,8 +2,12 @@
 
 A document is stored with its bytes and indexed off the request (``dispatch``): its text
 read by a fenced child process (``parsing``), cut into passages (``chunking``), each
-embedded (``embeddings``); the passages replace the previous ones in one transaction, so
-a search sees the old index or the new one, never half. A URL document is fetched by
+embedded by its base's embedder (``embedders``: the offline model, or the workspace's
+embedding connection the base chose); the passages replace the previous ones in one
+transaction, so a search sees the old index or the new one, never half. A base that
+chooses another embedder has every document's stored passages embedded again by the
+same jobs (``reembed``: nothing parsed or fetched again); until a document's turn comes,
+a search finds its passages by full text alone. A URL document is fetched by
 that same job, through the platform's egress guard (``egress.client.fetch`` under
 ``outbound.policy()``, as webhooks are): when it is added, when someone refreshes it, and
 every ``refresh_hours`` if it has them (Celery beat, ``refresh_due``); bytes that hash
@@ -31,11 +35,14 @@ from django.utils import timezone
 
 from core import outbound, rates
 from egress import client as egress
-from knowledge_app import chunking, dispatch, embeddings
+from knowledge_app import chunking, dispatch, embedders
+from knowledge_app.embedders import Embedder
+from knowledge_app.embedding_provider import EmbeddingFailed
 from knowledge_app.models import Chunk, Document, KnowledgeBase
 from knowledge_app.parsing import ParseLimits, ParseRefused, extract_text
+from secrets_app import provider_credentials
 from secrets_app.audit import SYSTEM, Actor, audit_record, url_shown
-from secrets_app.models import Workspace
+from secrets_app.models import ProviderCredential, Workspace
 from sessions_app.models import Agent
 from sessions_app.versions import agent_changed, published_by_caller
 
@@ -44,7 +51,6 @@ logger = logging.getLogger(__name__)
 Kind = Document.Kind
 Status = Document.Status
 USER_AGENT = "voice-agent-platform-knowledge/1"
-EMBED_BATCH = 16
 MODES = ("tool", "prefetch")
 REFRESH_MAX_HOURS = 24 * 30
 REFRESH_BATCH = 200  # URL documents queued per beat run, the longest overdue first
@@ -100,6 +106,89 @@ def knowledge_base_delete(*, base: KnowledgeBase, actor: Actor = SYSTEM) -> None
             target=base.name, details={"documents": base.documents.count()},
         )  # fmt: skip
         base.delete()
+
+
+def knowledge_base_set_embedding(
+    *, base: KnowledgeBase, connection_name: str | None, actor: Actor = SYSTEM
+) -> KnowledgeBase:
+    """Embed the base with the workspace's embedding connection of that name (None or "":
+    the offline model). Another vector space has every document embedded again, off the
+    request; until each is, searches find its passages by full text alone."""
+    connection = None
+    if connection_name:
+        connection = provider_credentials.embedding_connection_get(
+            workspace_id=base.workspace_id, name=connection_name
+        )
+        if connection is None:
+            raise ValidationError(
+                {"embedding_connection": [f"This workspace has no embedding connection "
+                                          f"named {connection_name[:64]!r}."]}
+            )  # fmt: skip
+    before = embedders.space_of(base.embedding_connection)
+    with transaction.atomic():
+        base.embedding_connection = connection
+        base.save(update_fields=["embedding_connection"])
+        queued = 0 if embedders.space_of(connection) == before else _reembed_base(base)
+        audit_record(
+            workspace=base.workspace, actor=actor, action="knowledge_base.embedding_changed",
+            target=base.name,
+            details={"embedding": embedders.label_of(connection), "documents_queued": queued},
+        )  # fmt: skip
+    return base
+
+
+def _reembed_base(base: KnowledgeBase) -> int:
+    """Queue every settled document of the base to be embedded again (a pending or indexing
+    one embeds with the base's embedder when its job reaches it, or queues itself again)."""
+    settled = Document.objects.filter(
+        workspace_id=base.workspace_id, knowledge_base=base,
+        status__in=(Status.READY, Status.FAILED),
+    ).only("pk", "workspace_id")  # fmt: skip
+    return sum(_requeue(document, reembed=True) for document in settled)
+
+
+def embedding_connection_set(
+    *,
+    workspace: Workspace,
+    name: str,
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    actor: Actor = SYSTEM,
+) -> ProviderCredential:
+    """Create or change the workspace's embedding connection ``name`` (its key sealed as an
+    LLM connection's is). Another URL or model is another vector space: the bases that
+    embed with it are embedded again."""
+    before = provider_credentials.embedding_connection_get(workspace_id=workspace.pk, name=name)
+    space = embedders.space_of(before) if before else None
+    connection = provider_credentials.provider_endpoint_set(
+        workspace=workspace, kind=ProviderCredential.Kind.EMBEDDING, name=name,
+        base_url=base_url, model=model, api_key=api_key, actor=actor,
+    )  # fmt: skip
+    if before is not None and embedders.space_of(connection) != space:
+        with transaction.atomic():
+            for base in KnowledgeBase.objects.filter(
+                workspace=workspace, embedding_connection=connection
+            ):
+                _reembed_base(base)
+    return connection
+
+
+def embedding_connection_delete(
+    *, workspace: Workspace, connection: ProviderCredential, actor: Actor = SYSTEM
+) -> None:
+    """Refused while a knowledge base embeds with it: its passages' vectors are that model's."""
+    using = sorted(
+        KnowledgeBase.objects.filter(
+            workspace=workspace, embedding_connection=connection
+        ).values_list("name", flat=True)
+    )
+    if using:
+        raise ValidationError(
+            f"Knowledge bases embed with it ({', '.join(using[:5])}); choose another "
+            "embedder for them first."
+        )
+    provider_credentials.provider_credential_delete(credential=connection, actor=actor)
 
 
 def agent_knowledge_set(
@@ -312,13 +401,14 @@ def document_refresh(*, document: Document, actor: Actor = SYSTEM) -> Document:
     return document
 
 
-def _requeue(document: Document) -> bool:
+def _requeue(document: Document, *, reembed: bool = False) -> bool:
     """Mark a ready or failed document pending and queue its job; False if it is pending or
-    indexing already (the conditional update is the lock)."""
+    indexing already (the conditional update is the lock). ``reembed``: its stored
+    passages are embedded again (its base chose another embedder)."""
     with transaction.atomic():
         claimed = Document.objects.filter(
             pk=document.pk, status__in=(Status.READY, Status.FAILED)
-        ).update(status=Status.PENDING, progress=0, error="")
+        ).update(status=Status.PENDING, progress=0, error="", reembed=reembed)
         if claimed:
             _schedule(document)
     return bool(claimed)
@@ -414,7 +504,7 @@ def _progress(document: Document, percent: int) -> None:
 
 def _fail(document: Document, error: str) -> None:
     Document.objects.filter(pk=document.pk).update(
-        status=Status.FAILED, progress=0, error=error[:300], content_sha256=""
+        status=Status.FAILED, progress=0, error=error[:300], content_sha256="", reembed=False
     )
 
 
@@ -443,7 +533,9 @@ def document_index(*, document_id: int) -> None:
 
 def _index(document: Document) -> None:
     started = time.monotonic()
-    if document.url:
+    if document.reembed and document.chunk_count:
+        return _reembed(document)
+    if document.url and not (document.reembed and document.content):
         try:
             if not _fetched_anew(document):
                 return  # the same bytes as the passages were made from
@@ -468,15 +560,78 @@ def _index(document: Document) -> None:
             f"{settings.KNOWLEDGE_WORKSPACE_MAX_CHUNKS} passages; delete some documents first.",
         )
     _progress(document, 10)
-    vectors: list[np.ndarray] = []
-    for start in range(0, len(chunks), EMBED_BATCH):
-        vectors.extend(embeddings.embed(chunks[start : start + EMBED_BATCH]))
-        _progress(document, 10 + int(85 * min(len(chunks), start + EMBED_BATCH) / len(chunks)))
-    _store(document, chunks, vectors, characters=len(text))
+    embedder = _embedder_of(document)
+    try:
+        vectors = _embed_all(document, embedder, chunks)
+    except EmbeddingFailed as failed:
+        return _fail(document, str(failed))
+    _store(document, chunks, vectors, characters=len(text), embedder=embedder)
     logger.info(
         "knowledge document %s indexed: %s chunks in %.1f s",
         document.pk, len(chunks), time.monotonic() - started,
     )  # fmt: skip
+
+
+def _embedder_of(document: Document) -> Embedder:
+    base = KnowledgeBase.objects.select_related("embedding_connection").get(
+        pk=document.knowledge_base_id, workspace_id=document.workspace_id
+    )
+    return embedders.embedder_for(base.embedding_connection)
+
+
+def _embed_all(document: Document, embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Every text's vector, a batch at a time (the progress moves on after each)."""
+    parts: list[np.ndarray] = []
+    for start in range(0, len(texts), embedder.batch):
+        parts.append(embedder.embed(texts[start : start + embedder.batch]))
+        if parts[-1].shape[1] != parts[0].shape[1]:
+            raise EmbeddingFailed("The embedding provider's vectors changed length midway.")
+        done = min(len(texts), start + embedder.batch)
+        _progress(document, 10 + int(85 * done / len(texts)))
+    return np.concatenate(parts)
+
+
+def _reembed(document: Document) -> None:
+    """Embed the document's stored passages with its base's embedder, in place."""
+    chunks = list(Chunk.objects.filter(document=document).order_by("position"))
+    embedder = _embedder_of(document)
+    _progress(document, 10)
+    try:
+        vectors = _embed_all(document, embedder, [chunk.text for chunk in chunks])
+    except EmbeddingFailed as failed:
+        return _fail(document, str(failed))
+    with transaction.atomic():
+        if not Document.objects.select_for_update().filter(pk=document.pk).exists():
+            return  # deleted while it was being embedded
+        for chunk, vector in zip(chunks, vectors, strict=True):
+            chunk.embedding = vector.astype("float32").tobytes()
+        Chunk.objects.bulk_update(chunks, ["embedding"], batch_size=500)
+        _indexed(document, embedder, vectors, status=Status.READY, progress=100, error="")
+    _requeue_if_stale(document, embedder)
+
+
+def _indexed(document: Document, embedder: Embedder, vectors: np.ndarray, **fields: object) -> None:
+    """The document's passages are in ``embedder``'s space now; searches reload them."""
+    Document.objects.filter(pk=document.pk).update(
+        embedded_with=embedder.space, embedding_dimensions=int(vectors.shape[1]), reembed=False,
+        **fields,
+    )  # fmt: skip
+    KnowledgeBase.objects.filter(pk=document.knowledge_base_id).update(
+        index_version=F("index_version") + 1
+    )
+
+
+def _base_space(document: Document) -> str:
+    base = KnowledgeBase.objects.select_related("embedding_connection").get(
+        pk=document.knowledge_base_id
+    )
+    return embedders.space_of(base.embedding_connection)
+
+
+def _requeue_if_stale(document: Document, embedder: Embedder) -> None:
+    """Its base chose another embedder while it was being embedded: embed it again."""
+    if _base_space(document) != embedder.space:
+        _requeue(document, reembed=True)
 
 
 def _fetched_anew(document: Document) -> bool:
@@ -486,7 +641,8 @@ def _fetched_anew(document: Document) -> bool:
     _check_size(len(fetched.body))
     digest = hashlib.sha256(fetched.body).hexdigest()
     document.fetched_at = timezone.now()
-    if digest == document.content_sha256 and document.chunk_count:
+    current = document.embedded_with == _base_space(document)
+    if digest == document.content_sha256 and document.chunk_count and current:
         Document.objects.filter(pk=document.pk).update(
             status=Status.READY, progress=100, fetched_at=document.fetched_at
         )
@@ -517,7 +673,12 @@ def _schedule_next(document: Document) -> None:
 
 
 def _store(
-    document: Document, chunks: list[str], vectors: list[np.ndarray], *, characters: int
+    document: Document,
+    chunks: list[str],
+    vectors: np.ndarray,
+    *,
+    characters: int,
+    embedder: Embedder,
 ) -> None:
     with transaction.atomic():
         if not Document.objects.select_for_update().filter(pk=document.pk).exists():
@@ -534,14 +695,12 @@ def _store(
             )
             for position, (text, vector) in enumerate(zip(chunks, vectors, strict=True), 1)
         )
-        Document.objects.filter(pk=document.pk).update(
-            status=Status.READY, progress=100, error="", chunk_count=len(chunks),
-            characters=characters, indexed_at=timezone.now(),
+        _indexed(
+            document, embedder, vectors, status=Status.READY, progress=100, error="",
+            chunk_count=len(chunks), characters=characters, indexed_at=timezone.now(),
             content_sha256=hashlib.sha256(bytes(document.content)).hexdigest(),
         )  # fmt: skip
-        KnowledgeBase.objects.filter(pk=document.knowledge_base_id).update(
-            index_version=F("index_version") + 1
-        )
+    _requeue_if_stale(document, embedder)
 
 
 def search_rate() -> rates.Rate:

@@ -8,7 +8,8 @@ the question), scoped to the request's workspace and the agent's knowledge bases
 by the session, ``SessionTools.knowledge_bases``), whatever the query says. Its
 ``ToolResult`` gives the LLM the passages, each with its source label; its ``steps`` put
 those sources in the turn's ``chat`` event, and the session record keeps the call with its
-result (docs/knowledge.md).
+result (docs/knowledge.md). When a knowledge base's embedding connection fails, the
+search ranks by full text alone and the turn goes on: the result and the steps say so.
 
 ``knowledge_mode = "prefetch"``: the session calls the tool itself, through the same seam,
 with the user's words before the turn's first LLM request (``SessionConfig.prefetch_tool``),
@@ -30,7 +31,7 @@ from engine.session.config import SessionConfig, ToolDefinition
 from engine.tools import kinds
 from engine.tools.call import ToolRequest, ToolResult, ToolStatus
 from engine.tools.runner import ToolRunner
-from knowledge_app.search import Passage, search
+from knowledge_app.search import Found, Passage, search_noted
 
 logger = logging.getLogger(__name__)
 
@@ -129,17 +130,22 @@ class KnowledgeSearch(ToolRunner):
             _pool(), _search, request.workspace_id, self._knowledge_base_ids, query
         )
         try:  # the thread runs on (it cannot be stopped); the turn stops waiting for it
-            passages = await asyncio.wait_for(search_done, request.timeout_s)
+            found = await asyncio.wait_for(search_done, request.timeout_s)
         except TimeoutError:
             return ToolResult(
                 ToolStatus.TIMED_OUT,
                 error=f"the document search took longer than {request.timeout_s:g} s",
             )
         logger.info(
-            "knowledge search: %s passages in %.0f ms",
-            len(passages), (time.monotonic() - started) * 1000,
+            "knowledge search: %s passages in %.0f ms%s",
+            len(found.passages), (time.monotonic() - started) * 1000,
+            " (full text alone: the embedding connection failed)" if found.note else "",
         )  # fmt: skip
-        return ToolResult(ToolStatus.COMPLETED, result=result_text(passages), steps=steps(passages))
+        return ToolResult(
+            ToolStatus.COMPLETED,
+            result=result_text(found.passages, retrieval=found.note),
+            steps=(*steps(found.passages), *((found.note,) if found.note else ())),
+        )
 
 
 def register() -> None:
@@ -147,17 +153,18 @@ def register() -> None:
     kinds.register(KIND, lambda tools: KnowledgeSearch(tools.knowledge_bases))
 
 
-def _search(workspace_id: int, knowledge_base_ids: list[int], query: str) -> list[Passage]:
+def _search(workspace_id: int, knowledge_base_ids: list[int], query: str) -> Found:
     close_old_connections()
     try:
-        return search(
+        return search_noted(
             workspace_id=workspace_id, knowledge_base_ids=knowledge_base_ids, query=query, k=RESULTS
         )
     finally:
         close_old_connections()
 
 
-def result_text(passages: list[Passage]) -> str:
+def result_text(passages: list[Passage], *, retrieval: str = "") -> str:
+    """What the LLM reads (and the record keeps); ``retrieval`` notes a full-text-only search."""
     found = [
         {
             "source": passage.source,
@@ -167,7 +174,10 @@ def result_text(passages: list[Passage]) -> str:
         for passage in passages
     ]
     note = GUIDANCE if found else "No passage of the documents matches; say you do not know."
-    return json.dumps({"passages": found, "note": note}, ensure_ascii=False)
+    answer: dict[str, object] = {"passages": found, "note": note}
+    if retrieval:
+        answer["retrieval"] = retrieval
+    return json.dumps(answer, ensure_ascii=False)
 
 
 def sources_in(name: str, result: str) -> list[dict[str, str]]:

@@ -600,6 +600,13 @@ KNOWLEDGE_SEARCHES_PER_MINUTE = env_int("KNOWLEDGE_SEARCHES_PER_MINUTE", 60, min
 KNOWLEDGE_WORKSPACE_SEARCH_CONCURRENCY = env_int(
     "KNOWLEDGE_WORKSPACE_SEARCH_CONCURRENCY", 2, minimum=1
 )
+# A workspace's own embedding connection (docs/knowledge.md): passages per request, the
+# longest wait for an indexing request and for a question in a turn (past it the turn's
+# search ranks by full text alone), and the longest vector taken.
+KNOWLEDGE_EMBEDDING_BATCH = env_int("KNOWLEDGE_EMBEDDING_BATCH", 64, minimum=1)
+KNOWLEDGE_EMBEDDING_TIMEOUT_S = env_float("KNOWLEDGE_EMBEDDING_TIMEOUT_S", 30.0)
+KNOWLEDGE_EMBEDDING_QUESTION_TIMEOUT_S = env_float("KNOWLEDGE_EMBEDDING_QUESTION_TIMEOUT_S", 3.0)
+KNOWLEDGE_EMBEDDING_MAX_DIMENSIONS = env_int("KNOWLEDGE_EMBEDDING_MAX_DIMENSIONS", 4096, minimum=8)
 
 # Request bodies (platform_site/body_limit.py, docs/limits.md): refused with 413 before they
 # are held in memory; the upload routes take a document and its multipart wrapping.

@@ -188,15 +188,17 @@ class Secret(models.Model):
 
 
 def credential_kinds() -> list[tuple[str, str]]:
-    """An LLM connection, then each speech provider whose folder declares a credential kind
-    (``ProviderSpec.credential`` under ``engine/providers/``): a new one needs no edit here,
-    and no migration while its name fits ``kind``'s 12 characters."""
+    """An LLM connection, an embedding connection (knowledge bases), then each speech
+    provider whose folder declares a credential kind (``ProviderSpec.credential`` under
+    ``engine/providers/``): a new one needs no edit here, and no migration while its name
+    fits ``kind``'s 12 characters."""
     speech = [(spec.name, spec.credential_label) for spec in registry.credential_specs()]
-    return [(ProviderCredential.Kind.LLM, ProviderCredential.Kind.LLM.label), *speech]
+    return [(kind.value, kind.label) for kind in ProviderCredential.Kind] + speech
 
 
 class ProviderCredential(models.Model):
-    """A workspace's own account at a provider: an LLM endpoint or a speech provider's key.
+    """A workspace's own account at a provider: an LLM or embedding endpoint, or a speech
+    provider's key.
 
     A different kind of secret than ``Secret``: the platform's adapters use it, tool code
     never sees it (it is not a ``Secret`` row, and it is sealed under another label). The
@@ -204,17 +206,19 @@ class ProviderCredential(models.Model):
     """
 
     class Kind(models.TextChoices):
-        """The one kind that is not a speech provider's: the others are the names of the
+        """The kinds that are not a speech provider's: the others are the names of the
         providers whose folders declare a credential kind (``credential_kinds``)."""
 
         LLM = "llm", "LLM (OpenAI-compatible)"
+        # A knowledge base's embeddings (``knowledge_app.embedders``), named like LLM ones.
+        EMBEDDING = "embedding", "Embeddings (OpenAI-compatible)"
 
     workspace = models.ForeignKey(
         Workspace, on_delete=models.CASCADE, related_name="provider_credentials"
     )
     kind = models.CharField(max_length=12, choices=credential_kinds)
-    # LLM connections are named by the owner (agents choose by name); speech providers
-    # are one per kind and named after it.
+    # LLM and embedding connections are named by the owner (agents and knowledge bases
+    # choose by name); speech providers are one per kind and named after it.
     name = models.CharField(max_length=64)
     base_url = models.CharField(max_length=500, blank=True)
     model = models.CharField(max_length=100, blank=True)

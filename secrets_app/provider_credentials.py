@@ -1,7 +1,9 @@
 """Each workspace's own provider accounts: writes, reads, and opening them for a session.
 
 An LLM connection is an OpenAI-compatible endpoint (base URL, model, key) that owners
-name, and agents choose by name; the oldest is the workspace's default. Speech
+name, and agents choose by name; the oldest is the workspace's default. An embedding
+connection is the same shape (an OpenAI-compatible ``/embeddings`` endpoint) that
+knowledge bases choose by name (``knowledge_app``); sessions never open one. Speech
 providers are one per kind: each provider whose folder declares a credential kind
 (``registry.credential_specs``). Keys are sealed
 like secrets, under their own label, and only ``provider_credentials_open`` (used when a
@@ -10,6 +12,7 @@ session is built or a connection is tested) ever decrypts them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -32,6 +35,7 @@ from secrets_app.validators import validate_secret_value
 logger = logging.getLogger(__name__)
 
 Kind = ProviderCredential.Kind
+ENDPOINT_KINDS = (Kind.LLM, Kind.EMBEDDING)  # named endpoints; every other kind is speech
 CONNECTION_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?\Z")
 MODEL_MAX = 100
 
@@ -103,7 +107,7 @@ def provider_names(*, workspace: Workspace) -> ProviderNames:
     rows = list(provider_credential_list(workspace=workspace).only("kind", "name"))
     return ProviderNames(
         llms=[row.name for row in rows if row.kind == Kind.LLM],
-        speech=frozenset(row.kind for row in rows if row.kind != Kind.LLM),
+        speech=frozenset(row.kind for row in rows if row.kind not in ENDPOINT_KINDS),
     )
 
 
@@ -122,14 +126,21 @@ def provider_credentials_open(*, workspace_id: int) -> WorkspaceProviders:
     speech = {
         row.kind: SpeechAccount(row.kind, _opened_key(row), row.base_url)
         for row in rows
-        if row.kind != Kind.LLM
+        if row.kind not in ENDPOINT_KINDS
     }
     return WorkspaceProviders(llms=llms, speech=speech)
 
 
 def credential_open(*, credential: ProviderCredential) -> str | None:
-    """One account's key (a connection test)."""
+    """One account's key (a connection test, a knowledge base's embeddings)."""
     return _opened_key(credential)
+
+
+def embedding_connection_get(*, workspace_id: int, name: str) -> ProviderCredential | None:
+    """The workspace's embedding connection of that name (None: it has none so named)."""
+    return ProviderCredential.objects.filter(
+        workspace_id=workspace_id, kind=Kind.EMBEDDING, name=name
+    ).first()
 
 
 # ---------------------------------------------------------------- writes
@@ -162,7 +173,11 @@ def _clean_url(value: str, *, schemes: tuple[str, ...], what: str) -> str:
 
 
 def _audit_target(row: ProviderCredential) -> str:
-    return f"LLM connection {row.name}" if row.kind == Kind.LLM else row.get_kind_display()
+    if row.kind == Kind.LLM:
+        return f"LLM connection {row.name}"
+    if row.kind == Kind.EMBEDDING:
+        return f"Embedding connection {row.name}"
+    return row.get_kind_display()
 
 
 def _audited(row: ProviderCredential) -> dict[str, object]:
@@ -217,16 +232,18 @@ def _clean_model(model: str) -> str:
     return model
 
 
-def provider_llm_set(
+def provider_endpoint_set(
     *,
     workspace: Workspace,
+    kind: str,
     name: str,
     base_url: str,
     model: str,
     api_key: str | None = None,
     actor: Actor = SYSTEM,
 ) -> ProviderCredential:
-    """An OpenAI-compatible LLM endpoint of the workspace (created, or updated by name)."""
+    """An OpenAI-compatible endpoint of ``kind`` (an LLM's, or an ``/embeddings`` one for
+    knowledge bases), created or updated by name; a key left as None keeps the saved one."""
     cleaners: dict[str, Callable[[], str | None]] = {
         "name": lambda: _clean_name(name),
         "base_url": lambda: _clean_url(base_url, schemes=("https", "http"), what="base URL"),
@@ -244,13 +261,17 @@ def provider_llm_set(
         raise ValidationError(errors)
     return _save(
         workspace=workspace,
-        kind=Kind.LLM,
+        kind=kind,
         name=cleaned["name"],
         api_key=cleaned["api_key"],
         base_url=cleaned["base_url"].rstrip("/"),
         model=cleaned["model"],
         actor=actor,
     )
+
+
+# An OpenAI-compatible LLM endpoint of the workspace (created, or updated by name).
+provider_llm_set = functools.partial(provider_endpoint_set, kind=Kind.LLM)
 
 
 def provider_speech_set(

@@ -22,6 +22,7 @@ from hypothesis import settings as fuzz_settings
 from schemathesis import GenerationMode, checks
 
 from knowledge_app import api_examples as knowledge_examples
+from knowledge_app import services as knowledge_services
 from knowledge_app.models import Document, KnowledgeBase
 from sessions_app import services as agent_services
 from tests.factories import Tenant, order_tool, phone_line
@@ -332,6 +333,11 @@ def _workspace_for(where: str, body: dict[str, Any]) -> tuple[Tenant, str]:
         KnowledgeBase.objects.create(
             workspace=tenant.workspace, name="Help center", uid=knowledge_examples.BASE_ID
         )
+    if "connection" in body:  # a knowledge base's embedding model, by its connection's name
+        knowledge_services.embedding_connection_set(
+            workspace=tenant.workspace, name=body["connection"], base_url="https://example.com/v1",
+            model="text-embedding-3-small",
+        )  # fmt: skip
     if "{document_id}" in path:
         Document.objects.filter(uid=knowledge_examples.DOCUMENT_ID).delete()
         Document.objects.create(

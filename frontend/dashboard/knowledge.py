@@ -1,5 +1,6 @@
 """Knowledge bases: their documents with indexing progress and errors, uploads and URLs,
-and which knowledge bases an agent answers from.
+the model a base embeds with (``knowledge_embedding``: the workspace's embedding
+connections), and which knowledge bases an agent answers from.
 
 Members see everything; owners and admins add, refresh and delete (a URL is fetched on the
 platform's behalf, and documents may hold what the workspace keeps private). A page with a
@@ -23,6 +24,7 @@ from frontend.dashboard.scope import Scope, confirm_then, render_page, workspace
 from knowledge_app import selectors, services
 from knowledge_app.models import Document, KnowledgeBase
 from secrets_app.audit import actor_for_request
+from secrets_app.models import ProviderCredential
 from sessions_app import selectors as agent_selectors
 
 SECTION = "dashboard:knowledge"
@@ -33,6 +35,7 @@ STATUS_BADGES: dict[str, str] = {
     Document.Status.PENDING: "gray",
 }
 REFRESH_S = 3
+OFFLINE_CHOICE = ""  # a base's embedding model: the offline one
 
 
 class BaseForm(forms.Form):
@@ -86,6 +89,25 @@ class AgentKnowledgeForm(forms.Form):
         field.choices = [(str(base.uid), base.name) for base in bases]
 
 
+class BaseEmbeddingForm(forms.Form):
+    connection = forms.ChoiceField(label="Embedding model", required=False)
+
+    def __init__(self, *args: Any, connections: list[ProviderCredential], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["connection"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(OFFLINE_CHOICE, "all-MiniLM-L6-v2 (offline, built in)")] + [
+            (c.name, f"{c.model} (connection {c.name})") for c in connections
+        ]
+
+
+def base_embedding_form(scope: Scope, base: KnowledgeBase) -> BaseEmbeddingForm:
+    """The form on a base's page, showing its current choice."""
+    connections = list(selectors.embedding_connection_list(workspace=scope.workspace))
+    current = base.embedding_connection.name if base.embedding_connection else OFFLINE_CHOICE
+    return BaseEmbeddingForm(initial={"connection": current}, connections=connections)
+
+
 def _require_manager(scope: Scope) -> None:
     if not scope.can_manage_keys:
         raise PermissionDenied("Only owners and admins can change knowledge bases.")
@@ -120,6 +142,7 @@ def index(request: HttpRequest, scope: Scope) -> HttpResponse:
         "form": form,
         "can_manage": scope.can_manage_keys,
         "usage": services.workspace_usage(workspace=scope.workspace),
+        "connections": selectors.embedding_connection_list(workspace=scope.workspace),
     }
     return render_page(request, scope, "dashboard/knowledge.html", context, section=SECTION)
 
@@ -162,6 +185,8 @@ def detail(request: HttpRequest, scope: Scope, base_id: str) -> HttpResponse:
         "by_url": by_url,
         "refresh_s": REFRESH_S if busy else None,
         "can_manage": scope.can_manage_keys,
+        "embedding": selectors.embedding_status(base=base),
+        "embedding_form": base_embedding_form(scope, base),
     }
     return render_page(request, scope, "dashboard/knowledge_base.html", context, section=SECTION)
 

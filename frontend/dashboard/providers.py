@@ -204,13 +204,22 @@ def speech_edit(request: HttpRequest, scope: Scope, kind: str) -> HttpResponse:
     return render_page(request, scope, "dashboard/providers_speech.html", context, section=SECTION)
 
 
+def _session_credential(scope: Scope, credential_id: int) -> ProviderCredential:
+    """An LLM or speech account of the workspace's (embedding connections are the
+    knowledge page's: ``frontend.dashboard.knowledge``)."""
+    credential = credentials.provider_credential_get(
+        workspace=scope.workspace, credential_id=credential_id
+    )
+    if credential.kind == Kind.EMBEDDING:
+        raise Http404("No such provider account.")
+    return credential
+
+
 @workspace_page
 @require_POST
 def test(request: HttpRequest, scope: Scope, credential_id: int) -> HttpResponse:
     _require_manager(scope)
-    credential = credentials.provider_credential_get(
-        workspace=scope.workspace, credential_id=credential_id
-    )
+    credential = _session_credential(scope, credential_id)
     result = provider_check(credential=credential, actor=actor_for_request(request))
     (messages.success if result.ok else messages.error)(request, result.message)
     return redirect(SECTION, scope.workspace.pk)
@@ -220,9 +229,7 @@ def test(request: HttpRequest, scope: Scope, credential_id: int) -> HttpResponse
 @require_http_methods(["GET", "POST"])
 def delete(request: HttpRequest, scope: Scope, credential_id: int) -> HttpResponse:
     _require_manager(scope)
-    credential = credentials.provider_credential_get(
-        workspace=scope.workspace, credential_id=credential_id
-    )
+    credential = _session_credential(scope, credential_id)
 
     def act() -> str:
         credentials.provider_credential_delete(

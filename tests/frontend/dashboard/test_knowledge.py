@@ -147,3 +147,37 @@ async def test_a_url_is_added_pending_and_its_failed_fetch_shows_on_the_page(
     await post(act, {"refresh_hours": 9999})
     html = (await sync_to_async(owner_client.get)(where)).content.decode()
     assert "Ensure this value is less than or equal to 720." in html
+
+
+def test_an_embedding_connection_is_saved_chosen_for_a_base_and_kept_from_others(
+    owner: Tenant, owner_client: Client, member_client: Client, outsider: Tenant,
+    outsider_client: Client, settings,
+) -> None:  # fmt: skip
+    from secrets_app.models import ProviderCredential
+
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True
+    key = "sk-dashboard-embed-7c2e91"
+    form = {"name": "acme-small", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": key}
+    saved = owner_client.post(page(owner, "knowledge-model-new"), form)
+    assert saved.status_code == 302
+    listed = owner_client.get(page(owner, "knowledge")).content.decode()
+    assert "acme-small" in listed and "http://127.0.0.1:9/v1" in listed and key not in listed
+    edit = owner_client.get(page(owner, "knowledge-model", "acme-small")).content.decode()
+    assert key not in edit and "Leave empty to keep the key you saved" in edit
+    owner_client.post(page(owner, "knowledge"), {"name": "Civics"})
+    base = KnowledgeBase.objects.get(workspace=owner.workspace)
+    owner_client.post(page(owner, "knowledge-embedding", base.uid), {"connection": "acme-small"})
+    base.refresh_from_db()
+    assert base.embedding_connection == ProviderCredential.objects.get(name="acme-small")
+    shown = owner_client.get(page(owner, "knowledge-base", base.uid)).content.decode()
+    assert "Passages are embedded with <strong>m (connection acme-small)</strong>" in shown
+    # In use: not deleted. Members only read; the outsider reaches none of it.
+    owner_client.post(page(owner, "knowledge-model-delete", "acme-small"))
+    assert ProviderCredential.objects.filter(name="acme-small").exists()
+    assert member_client.post(page(owner, "knowledge-model-new"), form).status_code == 403
+    chosen = member_client.post(page(owner, "knowledge-embedding", base.uid), {"connection": ""})
+    assert chosen.status_code == 403
+    assert outsider_client.get(page(outsider, "knowledge-model", "acme-small")).status_code == 404
+    deleted = outsider_client.post(page(outsider, "knowledge-model-delete", "acme-small"))
+    assert deleted.status_code == 404
+    assert "acme-small" not in outsider_client.get(page(outsider, "knowledge")).content.decode()
