@@ -28,12 +28,12 @@ from django.test import Client as DjangoClient
 from engine.doors.audio import pcm_to_ulaw
 from sessions_app import services as agent_services
 from sessions_app.models import Session
-from telephony_app.models import PhoneCall
 from tests.engine.providers.fake import silence_pcm, tone_pcm
 from tests.engine.providers.llm.openai.fake_server import text_reply
 from tests.factories import TWILIO_SID, TWILIO_TOKEN, Tenant, phone_line
 from tests.fakes.twilio_rest import FakeTwilioRest
 from tests.sessions_app.conftest import no_leases  # noqa: F401  (a fixture)
+from tests.telephony_app.calls import ended_call
 from tests.telephony_app.carrier import twilio_post
 from tests.telephony_app.test_media_stream import _stream, started_call
 
@@ -176,8 +176,7 @@ async def test_the_voicemail_message_is_said_in_the_agents_voice_then_the_call_e
         assert (await socket.receive_output(10))["type"] == "websocket.close"
         await socket.disconnect()
 
-    call = await sync_to_async(PhoneCall.objects.get)(call_sid=call_sid)
-    assert call.ended_at is not None
+    call = await ended_call(call_sid=call_sid)
     assert [entry["step"] for entry in call.statuses if "step" in entry] == ["voicemail"]
     session = await sync_to_async(Session.objects.get)()
     said: list[tuple[str, str]] = []

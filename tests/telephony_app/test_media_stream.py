@@ -23,6 +23,7 @@ from telephony_app.models import PhoneCall
 from tests.engine.providers.llm.openai.fake_server import Done, Finish, text_reply, tool_call
 from tests.factories import Tenant, phone_line
 from tests.sessions_app.conftest import no_leases  # noqa: F401  (a fixture)
+from tests.telephony_app.calls import ended_call
 from tests.telephony_app.carrier import telnyx_call_answered, twilio_post, twilio_voice_form
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_leases")]
@@ -163,8 +164,7 @@ async def test_end_call_and_send_dtmf_are_the_phones_own_tools(owner: Tenant, ll
     await socket.send_to(text_data=json.dumps({"event": "mark", "mark": {"name": "call-end"}}))
     assert (await socket.receive_output(10))["type"] == "websocket.close"
     await socket.disconnect()
-    call = await sync_to_async(PhoneCall.objects.get)()
-    assert call.ended_at is not None and call.session_id
+    assert (await ended_call()).session_id
 
 
 async def test_hostile_frames_on_many_streams_at_once_start_nothing(owner: Tenant) -> None:
@@ -225,8 +225,7 @@ async def test_a_frame_nested_past_the_parsers_depth_is_dropped(owner: Tenant, l
     while (await socket.receive_output(10))["type"] != "websocket.close":
         pass  # the greeting's frames, then the close the stop asked for
     await socket.disconnect()
-    call = await sync_to_async(PhoneCall.objects.get)(call_sid="CA6")
-    assert call.ended_at is not None
+    await ended_call(call_sid="CA6")
 
 
 async def test_a_flood_of_frames_closes_the_stream_and_ends_the_call(
@@ -242,5 +241,4 @@ async def test_a_flood_of_frames_closes_the_stream_and_ends_the_call(
         pass  # the greeting's frames
     assert output["code"] == 4029
     await socket.disconnect()
-    call = await sync_to_async(PhoneCall.objects.get)(call_sid="CA9")
-    assert call.ended_at is not None
+    await ended_call(call_sid="CA9")

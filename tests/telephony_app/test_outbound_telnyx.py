@@ -24,6 +24,7 @@ from tests.engine.providers.llm.openai.fake_server import Done, Finish, text_rep
 from tests.factories import Tenant
 from tests.fakes.telnyx_rest import FakeTelnyxRest
 from tests.sessions_app.conftest import no_leases  # noqa: F401  (a fixture)
+from tests.telephony_app.calls import ended_call
 from tests.telephony_app.carrier import TelnyxSigner, telnyx_event, telnyx_post
 
 PUBLIC = "https://voice.example.com"
@@ -183,8 +184,7 @@ async def test_the_stream_telnyx_opens_for_a_dialled_call_starts_the_agent(
     assert heard and all(m["stream_id"] == "S9" for m in heard)
     await socket.send_to(text_data=json.dumps({"event": "stop", "stream_id": "S9"}))
     await socket.disconnect()
-    await sync_to_async(call.refresh_from_db)()
-    assert call.session_id and call.ended_at is not None
+    assert (await ended_call(pk=call.pk)).session_id
 
 
 @pytest.mark.django_db(transaction=True)
