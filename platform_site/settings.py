@@ -254,10 +254,43 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True  # serve app static files without a collectstatic step
+
+
+# Recordings (docs/privacy.md, "Recordings"): encrypted objects in their own storage alias,
+# the filesystem under VAR_DIR unless RECORDINGS_S3_BUCKET names an S3-compatible bucket.
+def _recordings_storage() -> dict[str, object]:
+    bucket = env_str("RECORDINGS_S3_BUCKET")
+    if not bucket:
+        location = env_str("RECORDINGS_DIR") or str(VAR_DIR / "recordings")
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": location, "file_permissions_mode": 0o600},
+        }
+    options = {
+        "bucket_name": bucket,
+        "endpoint_url": env_str("RECORDINGS_S3_ENDPOINT_URL") or None,
+        "region_name": env_str("RECORDINGS_S3_REGION") or None,
+        "access_key": env_secret("RECORDINGS_S3_ACCESS_KEY_ID"),
+        "secret_key": env_secret("RECORDINGS_S3_SECRET_ACCESS_KEY"),
+        "location": env_str("RECORDINGS_S3_PREFIX", "recordings"),
+        "default_acl": None,
+        "querystring_auth": False,  # objects are served by the platform, never linked
+        "file_overwrite": False,
+    }
+    return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
+
+
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "recordings": _recordings_storage(),
 }
+# A recording stops growing past this many seconds (both channels, 16 kHz, 64 kB a second).
+RECORDING_MAX_SECONDS = env_int("RECORDING_MAX_SECONDS", 3600, minimum=10)
+# Where the audio is spooled while a session runs (deleted at its end): VAR_DIR/spool.
+RECORDING_SPOOL_DIR = env_str("RECORDING_SPOOL_DIR") or str(VAR_DIR / "spool")
+# How long a signed recording URL works.
+RECORDING_URL_TTL_S = env_int("RECORDING_URL_TTL_S", 300, minimum=10)
 
 LOGIN_URL = "dashboard:login"
 LOGIN_REDIRECT_URL = "dashboard:home"

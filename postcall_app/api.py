@@ -62,19 +62,24 @@ class SessionAnalysisApi(APIView):
         return Response(AnalysisOutput(pending).data, status=status.HTTP_202_ACCEPTED)
 
 
+def _days(help_text: str) -> serializers.IntegerField:
+    return serializers.IntegerField(
+        min_value=1, max_value=retention.RETENTION_DAYS_MAX, allow_null=True, required=False,
+        help_text=help_text,
+    )  # fmt: skip
+
+
 class RetentionSerializer(StrictSerializer):
-    transcripts_days = serializers.IntegerField(
-        min_value=1, max_value=retention.RETENTION_DAYS_MAX, allow_null=True, required=False,
-        help_text="Days transcripts (and webhook events carrying them) are kept; null: kept.",
-    )  # fmt: skip
-    tool_logs_days = serializers.IntegerField(
-        min_value=1, max_value=retention.RETENTION_DAYS_MAX, allow_null=True, required=False,
-        help_text="Days tool calls (arguments, results) and console logs are kept; null: kept.",
-    )  # fmt: skip
-    analysis_days = serializers.IntegerField(
-        min_value=1, max_value=retention.RETENTION_DAYS_MAX, allow_null=True, required=False,
-        help_text="Days post-call analyses are kept; null: kept.",
-    )  # fmt: skip
+    transcripts_days = _days(
+        "Days transcripts (and webhook events carrying them) are kept; null: kept."
+    )
+    tool_logs_days = _days(
+        "Days tool calls (arguments, results) and console logs are kept; null: kept."
+    )
+    analysis_days = _days("Days post-call analyses are kept; null: kept.")
+    recordings_days = _days(
+        "Days session recordings are kept (deleted from their storage too); null: kept."
+    )
     zero_retention = serializers.BooleanField(
         required=False, help_text="Keep nothing said in any session: only metadata and usage."
     )

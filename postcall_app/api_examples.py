@@ -11,6 +11,7 @@ _RETENTION: dict[str, Any] = {
     "transcripts_days": 30,
     "tool_logs_days": 7,
     "analysis_days": 90,
+    "recordings_days": 30,
     "zero_retention": False,
     "redact_transcripts": True,
 }

@@ -11,7 +11,9 @@ usage are kept: they hold nothing anyone said.
   (``session.ended``, ``tool_call.failed``, ``analysis.completed``), once delivered or
   given up;
 - tool logs: tool calls (arguments, results, errors) and tool console output;
-- analysis: post-call analyses.
+- analysis: post-call analyses;
+- recordings: session recordings, their rows and their stored objects (in an S3 bucket
+  too: ``sessions_app.recordings`` deletes the object once the row's deletion commits).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from django.utils import timezone
 from secrets_app.audit import SYSTEM, Actor, audit_record
 from secrets_app.models import Workspace
 from sessions_app.models import (
+    Recording,
     RetentionPolicy,
     SessionAnalysis,
     SessionError,
@@ -36,7 +39,8 @@ from webhooks_app.models import EventType, WebhookDelivery
 
 RETENTION_DAYS_MAX = 3650
 POLICY_FIELDS = (
-    "transcripts_days", "tool_logs_days", "analysis_days", "zero_retention", "redact_transcripts",
+    "transcripts_days", "tool_logs_days", "analysis_days", "recordings_days", "zero_retention",
+    "redact_transcripts",
 )  # fmt: skip
 _SAYING_EVENTS = (
     EventType.SESSION_ENDED, EventType.TOOL_CALL_FAILED, EventType.ANALYSIS_COMPLETED,
@@ -100,6 +104,13 @@ def _purge_analysis(workspace_id: int, before: datetime) -> dict[str, int]:
     return {"analyses": analyses}
 
 
+def _purge_recordings(workspace_id: int, before: datetime) -> dict[str, int]:
+    recordings, _ = Recording.objects.filter(
+        workspace_id=workspace_id, session__ended_at__lt=before
+    ).delete()
+    return {"recordings": recordings}
+
+
 def retention_purge_workspace(
     *, workspace: Workspace, now: datetime | None = None
 ) -> dict[str, int]:
@@ -114,6 +125,8 @@ def retention_purge_workspace(
             counts.update(_purge_tool_logs(workspace.pk, before))
         if (before := _cutoff(now, policy.analysis_days)) is not None:
             counts.update(_purge_analysis(workspace.pk, before))
+        if (before := _cutoff(now, policy.recordings_days)) is not None:
+            counts.update(_purge_recordings(workspace.pk, before))
         deleted = {name: count for name, count in counts.items() if count}
         if deleted:
             audit_record(
@@ -125,7 +138,10 @@ def retention_purge_workspace(
 def retention_purge(*, now: datetime | None = None) -> dict[int, dict[str, int]]:
     """Purge every workspace that set a retention period; what was deleted, by workspace."""
     with_days = RetentionPolicy.objects.exclude(
-        transcripts_days__isnull=True, tool_logs_days__isnull=True, analysis_days__isnull=True
+        transcripts_days__isnull=True,
+        tool_logs_days__isnull=True,
+        analysis_days__isnull=True,
+        recordings_days__isnull=True,
     ).select_related("workspace")
     purged = {}
     for policy in with_days:

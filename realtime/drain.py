@@ -18,9 +18,10 @@ On SIGTERM (``platform_site.shutdown`` installs the handler under daphne):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
-from realtime import resume
+from realtime import records, resume
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,9 @@ async def drain(*, grace_s: float) -> None:
         await asyncio.gather(
             *(host.drain_ended(LAST_SETTLE_S) for host in left), return_exceptions=True
         )
+    # Recordings of the sessions that ended or moved are sealed and stored before the exit.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(records.recordings_stored(), max(1.0, deadline - loop.time()))
     logger.info("drained")
 
 

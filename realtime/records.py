@@ -9,8 +9,9 @@ decrypted once per session. Usage goes the same way: each turn's figures (from i
 ``metrics`` event) to the session's totals and the day's aggregate, then the workspace's
 quotas are checked; a used-up quota is reported back through ``on_quota_exceeded``.
 Webhook events are queued once their records are written, and the post-call analysis
-once the record is closed. What a record keeps of what was said (zero retention,
-redaction) is the record's own setting, applied by ``sessions_app.services``.
+once the record is closed; a session that records its audio stores it after that, on a
+thread of its own (``sessions_app.recordings``). What a record keeps of what was said
+(zero retention, redaction) is the record's own setting, applied by ``sessions_app.services``.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.dispatch import Signal
 
 from egress.secret_refs import SecretBinding
 from engine import protocol
+from engine.doors.capture import AudioCapture
 from engine.session.config import SettledToolCall
 from engine.session.usage import usage_from_wire
 from postcall_app import analysis
 from realtime.access import Access
-from sessions_app import selectors, services
+from sessions_app import recordings, selectors, services
 from sessions_app.models import Agent, AgentVersion, Session
 from tools_app.services import secret_bindings, secrets_version
 from usage_app import services as usage_services
@@ -60,6 +62,8 @@ class SessionRecorder:
         self._task: asyncio.Task[None] | None = None
         self._session: Session | None = None
         self._secrets: _SessionSecrets | None = None
+        # Both sides of the audio, when the session records it (``DoorAudio`` feeds it).
+        self.capture: AudioCapture | None = None
         # Told (with words for the user) when usage just recorded used up a quota.
         self.on_quota_exceeded: QuotaExceeded | None = None
 
@@ -71,7 +75,10 @@ class SessionRecorder:
         mode: str,
         agent: Agent | None,
         agent_version: AgentVersion | None = None,
+        record_audio: bool = False,
     ) -> None:
+        """``record_audio``: the served agent records its sessions; the record's privacy
+        decides (zero retention never records)."""
         self._session = await database_sync_to_async(services.session_record_start)(
             session_id=session_id,
             workspace=access.workspace,
@@ -82,6 +89,8 @@ class SessionRecorder:
             end_user=access.end_user,
             agent_version=agent_version,
         )
+        if record_audio and mode == "voice" and not self._session.zero_retention:
+            self.capture = await asyncio.to_thread(recordings.capture_new)
         self._task = asyncio.create_task(self._write_loop())
 
     def observe(self, event: protocol.ServerEvent) -> None:
@@ -109,6 +118,8 @@ class SessionRecorder:
                 metrics = turn.data()
                 self._write(lambda: services.session_record_turn(session=session, metrics=metrics))
                 self.record_usage(usage_from_wire(turn.usage))
+            case protocol.CancelledEvent() if self.capture is not None:
+                self.capture.cut()  # the peer dropped what it had not played
             case protocol.ToolStatusEvent(status=status) if status.final:
                 self._write(lambda: services.session_record_count(session=session, tool_calls=1))
 
@@ -191,6 +202,7 @@ class SessionRecorder:
         if self._task is not None:
             self._queue.put_nowait(None)
             await self._task
+        self._store_recording()  # what was heard here; the new process does not record
         self._session, self._task = None, None
 
     async def finish(self, close_code: int | None, usage: dict[str, int] | None = None) -> None:
@@ -212,6 +224,17 @@ class SessionRecorder:
         self._write(write)
         self._queue.put_nowait(None)
         await self._task
+        self._store_recording()
+
+    def _store_recording(self) -> None:
+        """Seal and store the recording off the session's path (a long one takes a while):
+        the session's leases and its end do not wait for it."""
+        capture, session, self.capture = self.capture, self._session, None
+        if capture is None or session is None:
+            return
+        task = asyncio.create_task(_recording_store(session, capture))
+        _storing.add(task)
+        task.add_done_callback(_storing.discard)
 
     def _write(self, operation: Operation, then: FollowUp = None) -> None:
         """Queue ``operation`` (run in a thread); ``then`` gets its result on the loop."""
@@ -229,6 +252,31 @@ class SessionRecorder:
             except Exception as exc:
                 # The type only: database errors can quote the row (transcript text).
                 logger.error("session record write failed: %s", type(exc).__name__)
+
+
+# Recordings being sealed and stored, each on a thread of ``_STORER`` (kept referenced).
+_STORER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="session-recordings")
+_storing: set[asyncio.Task[None]] = set()
+
+
+def _stored(session: Session, capture: AudioCapture) -> None:
+    try:
+        recordings.recording_store(session=session, capture=capture)
+    finally:
+        connection.close()  # rare and long: no connection kept open by an idle thread
+
+
+async def _recording_store(session: Session, capture: AudioCapture) -> None:
+    try:
+        await asyncio.get_running_loop().run_in_executor(_STORER, _stored, session, capture)
+    except Exception as exc:
+        logger.error("session recording not stored: %s", type(exc).__name__)
+
+
+async def recordings_stored() -> None:
+    """Wait for the recordings being stored (a draining process, tests)."""
+    while _storing:
+        await asyncio.gather(*list(_storing), return_exceptions=True)
 
 
 def _in_writer(operation: Operation) -> Any:

@@ -67,6 +67,7 @@ class SessionPlan:
     tts_fallbacks: list[str] = field(default_factory=list)
     # Every credential the session uses, to mask in the texts it shows.
     scrubber: Scrubber = field(default_factory=Scrubber)
+    record_audio: bool = False  # the served agent records (the record's privacy decides)
 
 
 def new_session_ids() -> tuple[str, str]:
@@ -418,6 +419,7 @@ def session_plan_build(
         llm_fallbacks=llm_fallbacks,
         tts_fallbacks=tts_fallbacks,
         scrubber=workspace_providers.session_scrubber(providers),
+        record_audio=bool(agent.record_audio) if agent is not None else False,
     )
 
 

@@ -17,6 +17,7 @@ import hmac
 import os
 import re
 import secrets
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -131,6 +132,80 @@ def provider_associated_data(*, workspace_id: int, kind: str, name: str) -> byte
 
 def webhook_associated_data(*, workspace_id: int, endpoint_uid: str) -> bytes:
     return f"voice-platform/webhook/v1\x00{workspace_id}\x00{endpoint_uid}".encode()
+
+
+# ---------------------------------------------------------------- large objects (recordings)
+#
+# A recording is sealed with a random data key of its own, in chunks (AES-256-GCM each, so
+# a file of any size streams through in bounded memory); the data key is sealed with the
+# keyring like a secret, under the object's associated data. A chunk's nonce is a random
+# prefix and its index; its associated data adds the index and whether it is the last, so
+# chunks cannot be reordered, dropped or the object cut short without failing to open.
+
+STREAM_CHUNK = 64 * 1024
+STREAM_MAGIC = b"VPSTREAM"  # format 1: magic, 8-byte nonce prefix, sealed chunks
+_TAG_BYTES = 16
+
+
+def recording_associated_data(*, workspace_id: int, recording_uid: str) -> bytes:
+    return f"voice-platform/recording/v1\x00{workspace_id}\x00{recording_uid}".encode()
+
+
+def data_key_new(*, associated_data: bytes) -> tuple[bytes, str, bytes]:
+    """A fresh data key, and it sealed by the keyring: (key, keyring key id, sealed key)."""
+    key = AESGCM.generate_key(bit_length=256)
+    key_id, sealed = keyring().encrypt(key, associated_data=associated_data)
+    return key, key_id, sealed
+
+
+def data_key_open(key_id: str, sealed: bytes, *, associated_data: bytes) -> bytes:
+    return keyring().decrypt(key_id, sealed, associated_data=associated_data)
+
+
+def _chunk_ad(associated_data: bytes, index: int, last: bool) -> bytes:
+    return associated_data + index.to_bytes(8, "big") + (b"\x01" if last else b"\x00")
+
+
+def stream_seal(chunks: Iterable[bytes], *, key: bytes, associated_data: bytes) -> Iterator[bytes]:
+    """``chunks`` (any sizes) sealed, as the pieces of one object."""
+    aead, prefix = AESGCM(key), os.urandom(8)
+    yield STREAM_MAGIC + prefix
+    index, pending = 0, bytearray()
+
+    def sealed(piece: bytes, last: bool) -> bytes:
+        nonce = prefix + index.to_bytes(4, "big")
+        return aead.encrypt(nonce, piece, _chunk_ad(associated_data, index, last))
+
+    for chunk in chunks:
+        pending += chunk
+        while len(pending) > STREAM_CHUNK:  # something is always left for the last chunk
+            yield sealed(bytes(pending[:STREAM_CHUNK]), False)
+            del pending[:STREAM_CHUNK]
+            index += 1
+    yield sealed(bytes(pending), True)
+
+
+def stream_open(
+    read: Callable[[int], bytes], *, key: bytes, associated_data: bytes
+) -> Iterator[bytes]:
+    """The plaintext of an object sealed by ``stream_seal``, chunk by chunk, each one
+    authenticated before it is given; ``DecryptionError`` when any is not."""
+    header = read(len(STREAM_MAGIC) + 8)
+    if header[: len(STREAM_MAGIC)] != STREAM_MAGIC or len(header) != len(STREAM_MAGIC) + 8:
+        raise DecryptionError("not a sealed object")
+    aead, prefix = AESGCM(key), header[len(STREAM_MAGIC) :]
+    block, index = read(STREAM_CHUNK + _TAG_BYTES), 0
+    while True:
+        following = read(STREAM_CHUNK + _TAG_BYTES)
+        last = not following
+        try:
+            nonce = prefix + index.to_bytes(4, "big")
+            yield aead.decrypt(nonce, block, _chunk_ad(associated_data, index, last))
+        except (InvalidTag, ValueError, OverflowError):
+            raise DecryptionError("a chunk of the object does not authenticate") from None
+        if last:
+            return
+        block, index = following, index + 1
 
 
 @cache

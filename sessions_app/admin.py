@@ -118,7 +118,7 @@ class RetentionPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Read-only here: a change goes through the API or the dashboard, which audit it."""
 
     list_display = ["workspace", "transcripts_days", "tool_logs_days", "analysis_days",
-                    "zero_retention", "redact_transcripts"]  # fmt: skip
+                    "recordings_days", "zero_retention", "redact_transcripts"]  # fmt: skip
     readonly_fields = [f.name for f in RetentionPolicy._meta.fields]
 
     def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:

@@ -27,9 +27,9 @@ from secrets_app.authentication import request_workspace
 from secrets_app.scopes import grants as scope_grants
 from secrets_app.validators import AGENT_SLUG
 from sessions_app import api_examples as examples
-from sessions_app import selectors, services, versions
+from sessions_app import recordings, selectors, services, versions
 from sessions_app.agent_warnings import agent_warnings
-from sessions_app.models import Agent, Session, SessionAnalysis
+from sessions_app.models import Agent, Recording, Session, SessionAnalysis
 from sessions_app.session_control import session_control
 from sessions_app.usage_figures import RECORD_FIELDS
 
@@ -46,7 +46,8 @@ class AgentOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
             "id", "name", "slug", "instructions", "greeting", "voice", "mode", "llm_model",
             "llm_provider", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
             "language", "idle_timeout_s", "max_session_s", "llm_fallbacks", "tts_fallbacks",
-            "tools", "zero_retention", "analysis", "tool_filler", "tool_filler_after_ms",
+            "tools", "zero_retention", "record_audio", "analysis", "tool_filler",
+            "tool_filler_after_ms",
             "knowledge_timeout_ms", "drafts", "require_tests", "published_version", "created_at",
             "updated_at",
         ]  # fmt: skip
@@ -170,6 +171,11 @@ class AgentInput(StrictSerializer):
     zero_retention = serializers.BooleanField(
         required=False,
         help_text="Keep nothing said in this agent's sessions: only metadata and usage.",
+    )
+    record_audio = serializers.BooleanField(
+        required=False,
+        help_text="Record both sides of its sessions' audio, encrypted (never under zero "
+        "retention); part of the version.",
     )
     analysis = serializers.JSONField(
         required=False,
@@ -414,18 +420,50 @@ class SessionOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
         ]  # fmt: skip
 
 
+class RecordingOutput(serializers.Serializer):  # type: ignore[type-arg]
+    url = serializers.CharField(
+        help_text="Plays the stereo WAV (left: the caller, right: the agent) until "
+        "`expires_at`; `?download=1` saves it. Signed: anyone holding it may play it then."
+    )
+    expires_at = serializers.DateTimeField()
+    duration_ms = serializers.IntegerField()
+    size_bytes = serializers.IntegerField()
+    truncated = serializers.BooleanField(help_text="It reached the longest recording kept.")
+    started_at = serializers.DateTimeField(help_text="Its time 0 (transcript timestamps).")
+
+
 class SessionDetailOutput(SessionOutput):
     transcript = TranscriptOutput(many=True)
     turns = serializers.SerializerMethodField()
     tool_calls = ToolCallOutput(many=True)
     usage = serializers.SerializerMethodField()
     analysis = serializers.SerializerMethodField()
+    recording = serializers.SerializerMethodField()
 
     class Meta(SessionOutput.Meta):
         fields = [
             *SessionOutput.Meta.fields, "zero_retention", "transcript", "turns", "tool_calls",
-            "usage", "analysis",
+            "usage", "analysis", "recording",
         ]  # fmt: skip
+
+    @extend_schema_field(RecordingOutput(allow_null=True))
+    def get_recording(self, session: Session) -> dict[str, Any] | None:
+        """The session's recording, with a signed URL that plays it for a few minutes."""
+        recording = Recording.objects.filter(
+            session=session, workspace_id=session.workspace_id
+        ).first()
+        if recording is None:
+            return None
+        path, expires_at = recordings.recording_url(recording=recording)
+        request = self.context.get("request")
+        url = request.build_absolute_uri(path) if request is not None else path
+        return dict(
+            RecordingOutput(
+                {"url": url, "expires_at": expires_at, "duration_ms": recording.duration_ms,
+                 "size_bytes": recording.size_bytes, "truncated": recording.truncated,
+                 "started_at": recording.started_at}
+            ).data
+        )  # fmt: skip
 
     @extend_schema_field(AnalysisOutput(allow_null=True))
     def get_analysis(self, session: Session) -> dict[str, Any] | None:
@@ -499,7 +537,7 @@ class SessionDetailApi(APIView):
         session = selectors.session_get(
             workspace=request_workspace(request), public_id=str(session_id)
         )
-        return Response(SessionDetailOutput(session).data)
+        return Response(SessionDetailOutput(session, context={"request": request}).data)
 
 
 @extend_schema(tags=["Sessions"])

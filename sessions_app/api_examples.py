@@ -59,6 +59,7 @@ _AGENT: dict[str, Any] = {
     "llm_fallbacks": [],
     "tts_fallbacks": [],
     "zero_retention": False,
+    "record_audio": False,
     "tools": [
         {**_TRACK_ORDER, "client": False, "handler_sha256": "3f1c…9a0e", "reads_secrets": True},
         _SHOW_ORDER,
@@ -207,6 +208,14 @@ _SESSION_DETAIL: dict[str, Any] = {
         "error": "",
         "requested_at": "2025-06-03T14:03:01Z",
         "completed_at": "2025-06-03T14:03:04Z",
+    },
+    "recording": {
+        "url": "https://platform.example.com/recordings/eyJyIjoiOWIxZ…:1uQm2x:Qk3v…",
+        "expires_at": "2025-06-03T14:10:00Z",
+        "duration_ms": 46000,
+        "size_bytes": 2944044,
+        "truncated": False,
+        "started_at": "2025-06-03T14:02:14Z",
     },
 }
 

@@ -10,7 +10,7 @@ class SessionsAppConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_save
 
-        from sessions_app import checks, versions
+        from sessions_app import checks, recordings, versions  # noqa: F401 (its signal)
         from sessions_app.models import Agent
 
         checks.register()

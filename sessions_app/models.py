@@ -70,6 +70,9 @@ class Agent(models.Model):
     max_session_s = models.PositiveIntegerField(null=True, blank=True)
     # Nothing said in its sessions is stored (docs/privacy.md): only metadata and usage.
     zero_retention = models.BooleanField(default=False)
+    # Record both sides of its sessions' audio (docs/privacy.md, "Recordings"); never under
+    # zero retention.
+    record_audio = models.BooleanField(default=False)
     # Post-call analysis (docs/analysis.md): {"summary": bool, "criteria": [{name,
     # description}], "fields": [{name, type, description}]}; empty: none.
     analysis = models.JSONField(default=dict, blank=True)
@@ -272,6 +275,31 @@ class SessionAnalysis(models.Model):
         return f"analysis of {self.session_id} ({self.status})"
 
 
+class Recording(models.Model):
+    """A session's audio, both sides (docs/privacy.md, "Recordings"): a stereo WAV sealed
+    with a data key of its own (``sealed_key``, itself sealed by the secret-store keyring)
+    and kept in the ``recordings`` storage under ``storage_name``. Deleting the row deletes
+    the object (``sessions_app.recordings``)."""
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="recording")
+    storage_name = models.CharField(max_length=255)
+    key_id = models.CharField(max_length=32)  # the keyring key that sealed ``sealed_key``
+    sealed_key = models.BinaryField()
+    size_bytes = models.PositiveBigIntegerField()  # of the WAV, once opened
+    duration_ms = models.PositiveIntegerField()
+    started_at = models.DateTimeField()  # the recording's time 0, for the transcript
+    truncated = models.BooleanField(default=False)  # it reached RECORDING_MAX_SECONDS
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"recording of {self.session_id}"
+
+
 class RetentionPolicy(models.Model):
     """How long a workspace keeps what its sessions said (docs/privacy.md). ``None`` days:
     kept until deleted. Metadata and usage are kept whatever these say."""
@@ -280,6 +308,7 @@ class RetentionPolicy(models.Model):
     transcripts_days = models.PositiveIntegerField(null=True, blank=True)
     tool_logs_days = models.PositiveIntegerField(null=True, blank=True)
     analysis_days = models.PositiveIntegerField(null=True, blank=True)
+    recordings_days = models.PositiveIntegerField(null=True, blank=True)
     zero_retention = models.BooleanField(default=False)
     redact_transcripts = models.BooleanField(default=False)
     updated_at = models.DateTimeField(default=timezone.now)

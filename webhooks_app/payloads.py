@@ -23,6 +23,7 @@ def _agent(session: Session) -> dict[str, Any] | None:
 def session_ended(session: Session) -> dict[str, Any]:
     """Everything about a session that ended: who, when, why, what was said and done."""
     record = dict(SessionDetailOutput(session).data)
+    record.pop("recording", None)  # a signed URL is a bearer link: never in a stored payload
     ended = session.ended_at or session.started_at
     record.update(
         agent=_agent(session),

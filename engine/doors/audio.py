@@ -81,6 +81,13 @@ class Resampler:
         samples = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype=np.int16)
         return bytes(self._stream.resample_chunk(samples).tobytes())
 
+    def flush(self) -> bytes:
+        """What the filter still holds, at the end of the stream."""
+        if self._stream is None:
+            return b""
+        empty = np.zeros(0, dtype=np.int16)
+        return bytes(self._stream.resample_chunk(empty, last=True).tobytes())
+
 
 class AudioConverter:
     """One direction of one door's audio: ``source`` chunks in, ``target`` chunks out."""

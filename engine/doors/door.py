@@ -25,9 +25,12 @@ from collections.abc import Mapping
 from typing import ClassVar, Protocol
 
 from engine.doors.audio import SESSION_INPUT, AudioConverter, AudioEncoding, AudioFormat
+from engine.doors.capture import AudioCapture
 from engine.protocol import ClientMessage, Stamped
 
-__all__ = ["CallControl", "CallControlError", "Door", "DoorAudio", "DoorHost"]
+__all__ = [
+    "AudioCapture", "CallControl", "CallControlError", "Door", "DoorAudio", "DoorHost",
+]  # fmt: skip
 
 
 class CallControlError(Exception):
@@ -109,19 +112,26 @@ class DoorHost(Protocol):
 
 class DoorAudio:
     """A door's audio converted both ways: its ``audio_in`` to what the session hears, and
-    what the session says (PCM16 at its TTS rate) to the door's ``audio_out``."""
+    what the session says (PCM16 at its TTS rate) to the door's ``audio_out``. A session
+    that records its audio sets ``capture``: both sides reach it here, for every door."""
 
     def __init__(self, door: Door) -> None:
         self._door = door
         self._inbound = AudioConverter(door.audio_in, SESSION_INPUT)
         self._outbound: AudioConverter | None = None
+        self.capture: AudioCapture | None = None
 
     def heard(self, chunk: bytes) -> bytes:
         """The caller's audio as the session takes it (empty while a filter fills)."""
-        return self._inbound(chunk)
+        pcm = self._inbound(chunk)
+        if self.capture is not None and pcm:
+            self.capture.caller(pcm)
+        return pcm
 
     async def say(self, pcm: bytes, *, session_rate: int) -> None:
         """The session's audio, converted, to the door (nothing while a filter fills)."""
+        if self.capture is not None:
+            self.capture.agent(pcm, rate=session_rate)
         outbound = self._outbound
         if outbound is None or outbound.source.rate != session_rate:
             source = AudioFormat(AudioEncoding.PCM16, session_rate)

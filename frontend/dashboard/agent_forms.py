@@ -259,6 +259,12 @@ class AgentForm(forms.Form):
         help_text="Keep nothing said in this agent's sessions (no transcript, tool arguments "
         "or results, no analysis): only metadata and usage.",
     )
+    record_audio = forms.BooleanField(
+        required=False,
+        label="Record audio",
+        help_text="Keep both sides of each session's audio, encrypted, playable on its page "
+        "(never under zero retention). Part of the published version.",
+    )
     analysis = AnalysisField(
         required=False,
         label="Post-call analysis",

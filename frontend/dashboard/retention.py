@@ -33,6 +33,9 @@ class RetentionForm(forms.Form):
         "Tool calls' arguments, results and errors, and console output. Empty: kept.",
     )
     analysis_days = _days("Post-call analyses (days)", "Empty: kept.")
+    recordings_days = _days(
+        "Recordings (days)", "Session recordings, deleted from their storage too. Empty: kept."
+    )
     zero_retention = forms.BooleanField(
         label="Zero retention", required=False,
         help_text="Keep nothing said in any session from now on: only metadata and usage.",

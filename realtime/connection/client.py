@@ -218,7 +218,7 @@ class Connection:
             call=self._door.call,
             played_ms=self._door.played_ms,
         )
-        self._host = host
+        self._hosted(host)
         await host.attach(self, last_seq=self._pre_seq, resume_token=self._resume_token)
         metrics.session_opened()
         logger.info(
@@ -267,16 +267,21 @@ class Connection:
         )  # fmt: skip
 
     async def _attach(self, host: resume.SessionHost, message: protocol.ResumeMessage) -> bool:
-        self._host = host
+        self._hosted(host)
         self._door.session_named(message.session_id)
         attached = await host.attach(
             self, last_seq=message.last_seq, resume_token=message.resume_token
         )
         if not attached:
-            self._host = None
+            self._hosted(None)
             return False
         self._session_id = message.session_id
         return True
+
+    def _hosted(self, host: resume.SessionHost | None) -> None:
+        """The session this connection carries; its recording (if any) hears the door."""
+        self._host = host
+        self._audio.capture = host.capture if host is not None else None
 
     async def _resume_unavailable(self) -> None:
         # The socket stays open: the browser library gives up on this error and closes it,

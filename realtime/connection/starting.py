@@ -66,6 +66,7 @@ async def host_begin(
         mode=plan.config.mode,
         agent=plan.agent,
         agent_version=plan.agent_version,
+        record_audio=plan.record_audio,
     )
     pools = places.hand_over()  # the host keeps them: same session id
     host = resume.SessionHost(

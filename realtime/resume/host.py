@@ -49,6 +49,7 @@ from core.channel_messages import (
     ToolResultDelivery,
 )
 from engine import metrics, protocol, tracing
+from engine.doors.capture import AudioCapture
 from engine.protocol import CloseCode, ErrorCode
 from engine.resume.snapshot import SnapshotWriter
 from engine.resume.store import EVENTS_KEPT, ResumeStore
@@ -226,6 +227,11 @@ class SessionHost:
     @property
     def sink(self) -> Sink | None:
         return self._sink
+
+    @property
+    def capture(self) -> AudioCapture | None:
+        """The session's recording, which the door's audio feeds (None: not recorded)."""
+        return self._recorder.capture
 
     # ---------------------------------------------------------------- lifecycle
 

@@ -133,7 +133,7 @@ def test_the_policy_over_rest_is_audited_and_each_workspace_sees_its_own(
     assert changed.status_code == 200, changed.content
     assert changed.json() == {
         "transcripts_days": 30, "tool_logs_days": None, "analysis_days": None,
-        "zero_retention": True, "redact_transcripts": False,
+        "recordings_days": None, "zero_retention": True, "redact_transcripts": False,
     }  # fmt: skip
     audit = AuditEvent.objects.get(action="retention.updated")
     assert audit.details == {"transcripts_days": 30, "zero_retention": True}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import os
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
@@ -114,3 +117,52 @@ def test_duplicate_key_ids_are_refused():
     entry = crypto.new_keyring_entry("k1")
     with pytest.raises(ImproperlyConfigured, match="appears twice"):
         crypto.parse_keyring(f"{entry},{entry}")
+
+
+# ---------------------------------------------------------------- sealed streams (recordings)
+
+
+def _sealed(plaintext: bytes, key: bytes, ad: bytes, piece: int = 1000) -> bytes:
+    pieces = (plaintext[i : i + piece] for i in range(0, len(plaintext), piece))
+    return b"".join(crypto.stream_seal(pieces, key=key, associated_data=ad))
+
+
+def _opened(blob: bytes, key: bytes, ad: bytes) -> bytes:
+    return b"".join(crypto.stream_open(io.BytesIO(blob).read, key=key, associated_data=ad))
+
+
+@pytest.mark.parametrize("size", [0, 1, crypto.STREAM_CHUNK, 3 * crypto.STREAM_CHUNK + 5])
+def test_a_sealed_stream_opens_to_its_plaintext_and_shows_none_of_it(size: int) -> None:
+    key, ad = os.urandom(32), b"recording/1"
+    plaintext = (b"RIFF-canary-" * (size // 12 + 1))[:size]
+    blob = _sealed(plaintext, key, ad)
+    assert _opened(blob, key, ad) == plaintext
+    assert b"canary" not in blob and b"RIFF" not in blob
+
+
+def test_a_sealed_stream_cut_reordered_altered_or_moved_does_not_open() -> None:
+    key, ad = os.urandom(32), b"recording/1"
+    blob = _sealed(os.urandom(3 * crypto.STREAM_CHUNK), key, ad)
+    block = crypto.STREAM_CHUNK + 16
+    head, chunks = (
+        blob[:16],
+        [blob[16 + i : 16 + i + block] for i in range(0, len(blob) - 16, block)],
+    )
+    altered = bytearray(blob)
+    altered[-1] ^= 1
+    for broken, ad_used in (
+        (head + b"".join(chunks[:-1]), ad),  # cut at a chunk's end
+        (head + chunks[1] + chunks[0] + b"".join(chunks[2:]), ad),  # reordered
+        (bytes(altered), ad),
+        (blob, b"recording/2"),  # another recording's row
+    ):
+        with pytest.raises(crypto.DecryptionError):
+            _opened(broken, key, ad_used)
+
+
+def test_a_data_key_is_sealed_by_the_keyring_for_one_object(keyring_setting) -> None:
+    key, key_id, sealed = crypto.data_key_new(associated_data=b"recording/1")
+    assert key not in sealed
+    assert crypto.data_key_open(key_id, sealed, associated_data=b"recording/1") == key
+    with pytest.raises(crypto.DecryptionError):
+        crypto.data_key_open(key_id, sealed, associated_data=b"recording/2")

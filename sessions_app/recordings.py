@@ -1,0 +1,156 @@
+"""Recordings (docs/privacy.md, "Recordings"): store a session's captured audio sealed, open
+it, delete it, and the signed short-lived URLs that play it.
+
+The object in the ``recordings`` storage (the filesystem under VAR_DIR, or an S3-compatible
+bucket) is ciphertext only: the WAV sealed in chunks with a data key of its own
+(``secrets_app.crypto.stream_seal``), that key sealed by the secret-store keyring and kept
+on the row. Both are bound to the workspace and the recording's id, so an object or a key
+copied to another row does not open.
+
+A URL names the recording and its workspace, signed with ``TimestampSigner`` (the project's
+SECRET_KEY) and good for ``RECORDING_URL_TTL_S``; whoever holds it may play the audio in
+that time (it is a bearer link, like a cloud bucket's presigned URL), so it is only ever
+given to members and to secret keys that read sessions.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import IO
+
+from django.conf import settings
+from django.core import signing
+from django.core.files import File
+from django.core.files.storage import Storage, storages
+from django.db import transaction
+from django.db.models.signals import post_delete
+from django.urls import reverse
+from django.utils import timezone
+
+from engine.doors.capture import AudioCapture
+from secrets_app import crypto
+from sessions_app.models import Recording, Session
+
+logger = logging.getLogger(__name__)
+
+_URL_SALT = "sessions_app.recordings.url"
+
+
+def storage() -> Storage:
+    return storages["recordings"]
+
+
+def capture_new() -> AudioCapture:
+    """A capture for a session that records (the spool directory made if missing)."""
+    spool = settings.RECORDING_SPOOL_DIR
+    os.makedirs(spool, mode=0o700, exist_ok=True)
+    return AudioCapture(spool_dir=spool, max_seconds=settings.RECORDING_MAX_SECONDS)
+
+
+def _associated_data(recording: Recording) -> bytes:
+    return crypto.recording_associated_data(
+        workspace_id=recording.workspace_id, recording_uid=recording.uid.hex
+    )
+
+
+def recording_store(*, session: Session, capture: AudioCapture) -> Recording | None:
+    """Seal the captured audio into the storage and keep its row; None when nothing was
+    heard or said. The capture's spool is deleted either way."""
+    try:
+        capture.finish()
+        if capture.frames == 0 or session.zero_retention:
+            return None
+        recording = Recording(
+            workspace_id=session.workspace_id, session=session, size_bytes=capture.wav_size(),
+            duration_ms=capture.duration_ms, truncated=capture.truncated,
+            started_at=datetime.fromtimestamp(capture.started_at, tz=UTC),
+        )  # fmt: skip
+        associated = _associated_data(recording)
+        key, recording.key_id, sealed_key = crypto.data_key_new(associated_data=associated)
+        recording.sealed_key = sealed_key
+        name = f"{session.workspace_id}/{recording.uid.hex}.sealed"
+        with tempfile.TemporaryFile(dir=settings.RECORDING_SPOOL_DIR) as sealed:
+            for piece in crypto.stream_seal(
+                capture.wav_chunks(), key=key, associated_data=associated
+            ):
+                sealed.write(piece)
+            sealed.seek(0)
+            recording.storage_name = storage().save(name, File(sealed, name=name))
+        recording.save()
+        return recording
+    finally:
+        capture.close()
+
+
+def _exact(handle: IO[bytes]) -> Callable[[int], bytes]:
+    """``read(size)`` that returns ``size`` bytes unless the object ends first."""
+
+    def read(size: int) -> bytes:
+        parts, left = [], size
+        while left > 0 and (part := handle.read(left)):
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+
+    return read
+
+
+def recording_open(*, recording: Recording) -> Iterator[bytes]:
+    """The WAV, chunk by chunk, each authenticated before it is given."""
+    associated = _associated_data(recording)
+    key = crypto.data_key_open(
+        recording.key_id, bytes(recording.sealed_key), associated_data=associated
+    )
+    with storage().open(recording.storage_name, "rb") as handle:
+        yield from crypto.stream_open(_exact(handle), key=key, associated_data=associated)
+
+
+def _object_delete(name: str) -> None:
+    try:
+        storage().delete(name)
+    except Exception as exc:  # the row is gone either way; say which kind of failure
+        logger.error("recording object not deleted: %s", type(exc).__name__)
+
+
+def _on_recording_deleted(sender: type[Recording], instance: Recording, **kwargs: object) -> None:
+    """A deleted row (retention, a deleted session or workspace) takes its object along,
+    once the deletion is committed."""
+    name = instance.storage_name
+    transaction.on_commit(lambda: _object_delete(name))
+
+
+post_delete.connect(_on_recording_deleted, sender=Recording, dispatch_uid="recording-object")
+
+
+# ---------------------------------------------------------------- signed URLs
+
+
+def recording_url(*, recording: Recording) -> tuple[str, datetime]:
+    """A path that plays the recording for ``RECORDING_URL_TTL_S``, and when it stops."""
+    token = signing.TimestampSigner(salt=_URL_SALT).sign_object(
+        {"r": recording.uid.hex, "w": recording.workspace_id}
+    )
+    expires_at = timezone.now() + timedelta(seconds=settings.RECORDING_URL_TTL_S)
+    return reverse("recording-play", args=[token]), expires_at
+
+
+def recording_from_url(token: str) -> Recording | None:
+    """The recording a signed token names, if it is genuine, current and still kept."""
+    try:
+        claim = signing.TimestampSigner(salt=_URL_SALT).unsign_object(
+            token, max_age=settings.RECORDING_URL_TTL_S
+        )
+    except signing.BadSignature:  # forged, altered or expired
+        return None
+    if not isinstance(claim, dict) or not isinstance(claim.get("w"), int):
+        return None
+    try:
+        uid = uuid.UUID(hex=str(claim.get("r")))
+    except ValueError:
+        return None
+    return Recording.objects.filter(uid=uid, workspace_id=claim["w"]).first()
