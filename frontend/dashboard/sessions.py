@@ -28,9 +28,17 @@ from knowledge_app import session_tool as knowledge_tool
 from postcall_app import analysis
 from realtime import control
 from secrets_app.audit import actor_for_request
-from sessions_app import selectors
+from sessions_app import recordings, selectors
 from sessions_app.close_reasons import close_reason_words, ended_normally
-from sessions_app.models import Agent, Session, SessionAnalysis, ToolCallRecord, TurnRecord
+from sessions_app.models import (
+    Agent,
+    Recording,
+    Session,
+    SessionAnalysis,
+    ToolCallRecord,
+    TranscriptEntry,
+    TurnRecord,
+)
 from sessions_app.usage_figures import RECORD_FIELDS
 
 PAGE_SIZE = 50
@@ -239,6 +247,30 @@ def analyse(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse
     return redirect("dashboard:session", scope.workspace.pk, session.public_id)
 
 
+@dataclass(frozen=True)
+class RecordingView:
+    url: str  # signed, for RECORDING_URL_TTL_S
+    recording: Recording
+
+
+def _recording(scope: Scope, session: Session) -> RecordingView | None:
+    recording = Recording.objects.filter(session=session, workspace=scope.workspace).first()
+    if recording is None:
+        return None
+    url, _ = recordings.recording_url(recording=recording)
+    return RecordingView(url=url, recording=recording)
+
+
+def _timed(
+    entries: list[TranscriptEntry], recording: RecordingView | None
+) -> list[tuple[TranscriptEntry, float | None]]:
+    """Each entry with its second on the recording's timeline (what the player follows)."""
+    if recording is None:
+        return [(entry, None) for entry in entries]
+    start = recording.recording.started_at
+    return [(e, max(0.0, round((e.created_at - start).total_seconds(), 2))) for e in entries]
+
+
 @workspace_page
 def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
     control.sessions_sweep(workspace=scope.workspace)
@@ -253,10 +285,12 @@ def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
         )
         for call in session.tool_calls.all()
     ]
+    recording = _recording(scope, session)
     context = {
         "session": session,
         "row": SessionRow.of(session),
-        "transcript": session.transcript.all(),
+        "recording": recording,
+        "transcript": _timed(list(session.transcript.all()), recording),
         "tool_calls": tool_calls,
         "errors": session.errors.all(),
         "analysis": SessionAnalysis.objects.filter(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import uuid
 import wave
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from sessions_app.models import Recording, Session
 from tests.conftest import api_client
 from tests.engine.providers.llm.openai import fake_server as fake_openai
 from tests.factories import Tenant, make_tenant
+from tests.frontend.dashboard.conftest import logged_in, page
 from tests.sessions_app.recording import eventually
 from tests.sessions_app.wsclient import Client
 
@@ -299,3 +301,43 @@ async def test_an_agent_that_does_not_record_leaves_nothing(
     )
     assert not await sync_to_async(Recording.objects.exists)()
     assert not on_disk.exists()
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_members_play_it_on_the_session_page_with_the_transcript_following(
+    owner: Tenant, member: Tenant, outsider: Tenant, on_disk: Any, settings: Any
+) -> None:
+    settings.RECORDING_SPOOL_DIR = str(on_disk.parent / "spool")
+    session = Session.objects.create(workspace=owner.workspace, ended_at=timezone.now())
+    clock = StepClock()
+    capture = recordings.capture_new()
+    capture._clock, capture._started = clock, 0.0
+    capture.agent(b"\x10\x00" * 16_000, rate=16_000)  # one second of the agent
+    clock.now = 2.0
+    capture.caller(b"\x20\x00" * 8_000)  # half a second of the caller, at 2 s
+    started = timezone.now() - timedelta(seconds=10)
+    capture.started_at = started.timestamp()
+    for role, text, at in (("assistant", "Hello there.", 0.2), ("user", "Hi.", 2.6)):
+        session.transcript.create(role=role, text=text, created_at=started + timedelta(seconds=at))
+    recording = recordings.recording_store(session=session, capture=capture)
+    assert recording is not None and recording.duration_ms == 2500
+
+    url = page(owner, "session", session.public_id)
+    html = logged_in(member).get(url).content.decode()
+    (src,) = re.findall(r'<audio[^>]* src="(/recordings/[^"]+)"', html)
+    assert f'href="{src}?download=1"' in html
+    assert re.findall(r'data-at="([\d.]+)"', html) == ["0.20", "2.60"]
+    assert logged_in(outsider).get(url).status_code == 404
+
+    played = HttpClient().get(src)
+    caller, agent = _channels(b"".join(played.streaming_content))
+    assert len(caller) == 40_000 and (agent[:16_000] == 16).all() and (caller[32_000:] == 32).all()
+    saved = HttpClient().get(src, {"download": "1"})
+    assert saved["Content-Disposition"].startswith("attachment;")

@@ -10,19 +10,23 @@ import json
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client as DjangoClient
 
+from engine.doors.audio import pcm_to_ulaw
 from platform_site.asgi import application
+from sessions_app import recordings
 from sessions_app import services as agent_services
-from sessions_app.models import Session
+from sessions_app.models import Recording, Session
 from telephony_app import links
 from telephony_app.models import PhoneCall
 from tests.engine.providers.llm.openai.fake_server import Done, Finish, text_reply, tool_call
 from tests.factories import Tenant, phone_line
 from tests.sessions_app.conftest import no_leases  # noqa: F401  (a fixture)
+from tests.sessions_app.recording import eventually
 from tests.telephony_app.calls import ended_call
 from tests.telephony_app.carrier import telnyx_call_answered, twilio_post, twilio_voice_form
 
@@ -242,3 +246,41 @@ async def test_a_flood_of_frames_closes_the_stream_and_ends_the_call(
     assert output["code"] == 4029
     await socket.disconnect()
     await ended_call(call_sid="CA9")
+
+
+async def test_a_recorded_call_keeps_the_callers_and_the_agents_audio(
+    owner: Tenant, llm: Any, settings: Any, tmp_path: Any
+) -> None:
+    """The phone door records through the same seam as the browser's: the caller's μ-law
+    decoded (left), the agent's voice before it was encoded for the carrier (right)."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "recordings": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path)},
+        },
+    }
+    await sync_to_async(agent_services.agent_create)(
+        workspace=owner.workspace, name="Support", slug="support", greeting="Hello, caller.",
+        record_audio=True,
+    )  # fmt: skip
+    _, phone = await sync_to_async(phone_line)(owner.workspace, "support")
+    socket = await started_call(phone, "CA9", "MZ9")
+    await _until_reply_end(socket)  # the greeting, sent
+    tone = (np.sin(np.arange(8_000) * 2 * np.pi * 440 / 8_000) * 12_000).astype("<i2")
+    ulaw = pcm_to_ulaw(tone.tobytes())
+    for at in range(0, len(ulaw), 160):  # one second, in 20 ms frames
+        payload = base64.b64encode(ulaw[at : at + 160]).decode()
+        await socket.send_to(
+            text_data=json.dumps({"event": "media", "media": {"payload": payload}})
+        )
+    await socket.send_to(text_data=json.dumps({"event": "stop", "streamSid": "MZ9"}))
+    await socket.disconnect()
+    recording = await eventually(lambda: Recording.objects.select_related("session").first())
+    wav = await sync_to_async(lambda: b"".join(recordings.recording_open(recording=recording)))()
+    frames = np.frombuffer(wav[44:], dtype="<i2").reshape(-1, 2)
+    caller, agent = frames[:, 0], frames[:, 1]
+    # The second of tone (a sine is above 1/12 of its peak 95 % of the time).
+    assert 0.85 * 16_000 < np.count_nonzero(np.abs(caller) > 1_000) <= 16_000
+    assert np.abs(agent).max() > 1_000  # the greeting
+    assert b"RIFF" not in b"".join(path.read_bytes() for path in tmp_path.rglob("*.sealed"))
