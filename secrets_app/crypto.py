@@ -138,9 +138,10 @@ def webhook_associated_data(*, workspace_id: int, endpoint_uid: str) -> bytes:
 #
 # A recording is sealed with a random data key of its own, in chunks (AES-256-GCM each, so
 # a file of any size streams through in bounded memory); the data key is sealed with the
-# keyring like a secret, under the object's associated data. A chunk's nonce is a random
-# prefix and its index; its associated data adds the index and whether it is the last, so
-# chunks cannot be reordered, dropped or the object cut short without failing to open.
+# keyring like a secret (``services.sealed_store``), under the object's associated data.
+# A chunk's nonce is a random prefix and its index; its associated data adds the index and
+# whether it is the last, so chunks cannot be reordered, dropped or the object cut short
+# without failing to open.
 
 STREAM_CHUNK = 64 * 1024
 STREAM_MAGIC = b"VPSTREAM"  # format 1: magic, 8-byte nonce prefix, sealed chunks
@@ -151,15 +152,9 @@ def recording_associated_data(*, workspace_id: int, recording_uid: str) -> bytes
     return f"voice-platform/recording/v1\x00{workspace_id}\x00{recording_uid}".encode()
 
 
-def data_key_new(*, associated_data: bytes) -> tuple[bytes, str, bytes]:
-    """A fresh data key, and it sealed by the keyring: (key, keyring key id, sealed key)."""
-    key = AESGCM.generate_key(bit_length=256)
-    key_id, sealed = keyring().encrypt(key, associated_data=associated_data)
-    return key, key_id, sealed
-
-
-def data_key_open(key_id: str, sealed: bytes, *, associated_data: bytes) -> bytes:
-    return keyring().decrypt(key_id, sealed, associated_data=associated_data)
+def data_key_generate() -> bytes:
+    """A fresh 256-bit data key (sealed by the caller with ``services.sealed_store``)."""
+    return AESGCM.generate_key(bit_length=256)
 
 
 def _chunk_ad(associated_data: bytes, index: int, last: bool) -> bytes:

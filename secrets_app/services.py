@@ -617,12 +617,13 @@ SEALED_MODELS = (
     "secrets_app.Secret",
     "secrets_app.ProviderCredential",
     "webhooks_app.WebhookEndpoint",
+    "sessions_app.Recording",  # each recording's data key
 )
 
 
 def secrets_rotate() -> RotationReport:
-    """Re-encrypt every sealed value (secrets, provider keys, webhook signing secrets)
-    under the newest keyring key. Safe to run twice."""
+    """Re-encrypt every sealed value (secrets, provider keys, webhook signing secrets,
+    recordings' data keys) under the newest keyring key. Safe to run twice."""
     report = RotationReport()
     current = crypto.keyring().current_id
     for label in SEALED_MODELS:

@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from engine.protocol import ToolStatus
+from secrets_app.crypto import recording_associated_data
 from secrets_app.models import ApiKey, Workspace
 
 
@@ -277,7 +278,7 @@ class SessionAnalysis(models.Model):
 
 class Recording(models.Model):
     """A session's audio, both sides (docs/privacy.md, "Recordings"): a stereo WAV sealed
-    with a data key of its own (``sealed_key``, itself sealed by the secret-store keyring)
+    with a data key of its own (``ciphertext``: the key, sealed by the secret-store keyring)
     and kept in the ``recordings`` storage under ``storage_name``. Deleting the row deletes
     the object (``sessions_app.recordings``)."""
 
@@ -285,8 +286,10 @@ class Recording(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="recording")
     storage_name = models.CharField(max_length=255)
-    key_id = models.CharField(max_length=32)  # the keyring key that sealed ``sealed_key``
-    sealed_key = models.BinaryField()
+    # The data key (base64), sealed like a secret (``secrets_app.services.sealed_store``;
+    # ``rotate_secrets_key`` re-seals it under the newest keyring key).
+    key_id = models.CharField(max_length=32)
+    ciphertext = models.BinaryField()
     size_bytes = models.PositiveBigIntegerField()  # of the WAV, once opened
     duration_ms = models.PositiveIntegerField()
     started_at = models.DateTimeField()  # the recording's time 0, for the transcript
@@ -298,6 +301,9 @@ class Recording(models.Model):
 
     def __str__(self) -> str:
         return f"recording of {self.session_id}"
+
+    def associated_data(self) -> bytes:
+        return recording_associated_data(workspace_id=self.workspace_id, recording_uid=self.uid.hex)
 
 
 class RetentionPolicy(models.Model):

@@ -3,7 +3,8 @@ it, delete it, and the signed short-lived URLs that play it.
 
 The object in the ``recordings`` storage (the filesystem under VAR_DIR, or an S3-compatible
 bucket) is ciphertext only: the WAV sealed in chunks with a data key of its own
-(``secrets_app.crypto.stream_seal``), that key sealed by the secret-store keyring and kept
+(``secrets_app.crypto.stream_seal``), that key sealed by the secret-store keyring like a
+secret (``secrets_app.services.sealed_store``; the keyring's rotation re-seals it) and kept
 on the row. Both are bound to the workspace and the recording's id, so an object or a key
 copied to another row does not open.
 
@@ -15,6 +16,7 @@ given to members and to secret keys that read sessions.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import tempfile
@@ -34,6 +36,7 @@ from django.utils import timezone
 
 from engine.doors.capture import AudioCapture
 from secrets_app import crypto
+from secrets_app import services as secret_services
 from sessions_app.models import Recording, Session
 
 logger = logging.getLogger(__name__)
@@ -52,12 +55,6 @@ def capture_new() -> AudioCapture:
     return AudioCapture(spool_dir=spool, max_seconds=settings.RECORDING_MAX_SECONDS)
 
 
-def _associated_data(recording: Recording) -> bytes:
-    return crypto.recording_associated_data(
-        workspace_id=recording.workspace_id, recording_uid=recording.uid.hex
-    )
-
-
 def recording_store(*, session: Session, capture: AudioCapture) -> Recording | None:
     """Seal the captured audio into the storage and keep its row; None when nothing was
     heard or said. The capture's spool is deleted either way."""
@@ -70,9 +67,9 @@ def recording_store(*, session: Session, capture: AudioCapture) -> Recording | N
             duration_ms=capture.duration_ms, truncated=capture.truncated,
             started_at=datetime.fromtimestamp(capture.started_at, tz=UTC),
         )  # fmt: skip
-        associated = _associated_data(recording)
-        key, recording.key_id, sealed_key = crypto.data_key_new(associated_data=associated)
-        recording.sealed_key = sealed_key
+        key = crypto.data_key_generate()
+        secret_services.sealed_store(recording, base64.b64encode(key).decode())
+        associated = recording.associated_data()
         name = f"{session.workspace_id}/{recording.uid.hex}.sealed"
         with tempfile.TemporaryFile(dir=settings.RECORDING_SPOOL_DIR) as sealed:
             for piece in crypto.stream_seal(
@@ -102,10 +99,8 @@ def _exact(handle: IO[bytes]) -> Callable[[int], bytes]:
 
 def recording_open(*, recording: Recording) -> Iterator[bytes]:
     """The WAV, chunk by chunk, each authenticated before it is given."""
-    associated = _associated_data(recording)
-    key = crypto.data_key_open(
-        recording.key_id, bytes(recording.sealed_key), associated_data=associated
-    )
+    associated = recording.associated_data()
+    key = base64.b64decode(secret_services.sealed_open(recording))
     with storage().open(recording.storage_name, "rb") as handle:
         yield from crypto.stream_open(_exact(handle), key=key, associated_data=associated)
 

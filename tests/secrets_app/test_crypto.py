@@ -158,11 +158,3 @@ def test_a_sealed_stream_cut_reordered_altered_or_moved_does_not_open() -> None:
     ):
         with pytest.raises(crypto.DecryptionError):
             _opened(broken, key, ad_used)
-
-
-def test_a_data_key_is_sealed_by_the_keyring_for_one_object(keyring_setting) -> None:
-    key, key_id, sealed = crypto.data_key_new(associated_data=b"recording/1")
-    assert key not in sealed
-    assert crypto.data_key_open(key_id, sealed, associated_data=b"recording/1") == key
-    with pytest.raises(crypto.DecryptionError):
-        crypto.data_key_open(key_id, sealed, associated_data=b"recording/2")

@@ -341,3 +341,32 @@ def test_members_play_it_on_the_session_page_with_the_transcript_following(
     assert len(caller) == 40_000 and (agent[:16_000] == 16).all() and (caller[32_000:] == 32).all()
     saved = HttpClient().get(src, {"download": "1"})
     assert saved["Content-Disposition"].startswith("attachment;")
+
+
+def test_rotating_the_keyring_reseals_the_data_key_and_the_recording_still_plays(
+    owner: Tenant, on_disk: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from secrets_app import crypto
+    from secrets_app import services as secret_services
+
+    settings.RECORDING_SPOOL_DIR = str(on_disk.parent / "spool")
+    first = crypto.parse_keyring(crypto.new_keyring_entry("old"))
+    monkeypatch.setattr(crypto, "keyring", lambda: first)
+    session = Session.objects.create(workspace=owner.workspace, ended_at=timezone.now())
+    capture = recordings.capture_new()
+    capture.caller(b"\x20\x00" * 8_000)
+    recording = recordings.recording_store(session=session, capture=capture)
+    assert recording is not None and recording.key_id == "old"
+
+    second = crypto.Keyring(
+        (*first.keys, *crypto.parse_keyring(crypto.new_keyring_entry("new")).keys)
+    )
+    monkeypatch.setattr(crypto, "keyring", lambda: second)
+    report = secret_services.secrets_rotate()
+    assert report.rotated == 1 and not report.failed
+    recording.refresh_from_db()
+    assert recording.key_id == "new"
+    only_new = crypto.Keyring(second.keys[1:])
+    monkeypatch.setattr(crypto, "keyring", lambda: only_new)  # the old key dropped
+    caller, _ = _channels(b"".join(recordings.recording_open(recording=recording)))
+    assert (caller == 32).all() and len(caller) == 8_000
