@@ -180,24 +180,51 @@ def stream_seal(chunks: Iterable[bytes], *, key: bytes, associated_data: bytes) 
     yield sealed(bytes(pending), True)
 
 
+STREAM_HEADER = len(STREAM_MAGIC) + 8
+STREAM_BLOCK = STREAM_CHUNK + _TAG_BYTES  # a sealed chunk
+
+
+def stream_prefix(read: Callable[[int], bytes]) -> bytes:
+    """The nonce prefix in a sealed object's header (``read`` at its start)."""
+    header = read(STREAM_HEADER)
+    if header[: len(STREAM_MAGIC)] != STREAM_MAGIC or len(header) != STREAM_HEADER:
+        raise DecryptionError("not a sealed object")
+    return header[len(STREAM_MAGIC) :]
+
+
+def _open_chunk(
+    aead: AESGCM, prefix: bytes, block: bytes, ad: bytes, index: int, last: bool
+) -> bytes:
+    try:
+        return aead.decrypt(prefix + index.to_bytes(4, "big"), block, _chunk_ad(ad, index, last))
+    except (InvalidTag, ValueError, OverflowError):
+        raise DecryptionError("a chunk of the object does not authenticate") from None
+
+
+def stream_open_chunks(
+    read: Callable[[int], bytes], *, key: bytes, associated_data: bytes, prefix: bytes,
+    first: int, total: int,
+) -> Iterator[bytes]:  # fmt: skip
+    """Chunks ``first`` to the last (``total`` in the object) of a sealed object, ``read``
+    positioned at chunk ``first`` (``STREAM_HEADER + first * STREAM_BLOCK``): a range of a
+    long recording without the chunks before it."""
+    aead = AESGCM(key)
+    for index in range(first, total):
+        last = index == total - 1
+        yield _open_chunk(aead, prefix, read(STREAM_BLOCK), associated_data, index, last)
+
+
 def stream_open(
     read: Callable[[int], bytes], *, key: bytes, associated_data: bytes
 ) -> Iterator[bytes]:
     """The plaintext of an object sealed by ``stream_seal``, chunk by chunk, each one
     authenticated before it is given; ``DecryptionError`` when any is not."""
-    header = read(len(STREAM_MAGIC) + 8)
-    if header[: len(STREAM_MAGIC)] != STREAM_MAGIC or len(header) != len(STREAM_MAGIC) + 8:
-        raise DecryptionError("not a sealed object")
-    aead, prefix = AESGCM(key), header[len(STREAM_MAGIC) :]
-    block, index = read(STREAM_CHUNK + _TAG_BYTES), 0
+    aead, prefix = AESGCM(key), stream_prefix(read)
+    block, index = read(STREAM_BLOCK), 0
     while True:
-        following = read(STREAM_CHUNK + _TAG_BYTES)
+        following = read(STREAM_BLOCK)
         last = not following
-        try:
-            nonce = prefix + index.to_bytes(4, "big")
-            yield aead.decrypt(nonce, block, _chunk_ad(associated_data, index, last))
-        except (InvalidTag, ValueError, OverflowError):
-            raise DecryptionError("a chunk of the object does not authenticate") from None
+        yield _open_chunk(aead, prefix, block, associated_data, index, last)
         if last:
             return
         block, index = following, index + 1

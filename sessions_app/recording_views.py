@@ -2,26 +2,59 @@
 
 The signed token is the only credential: no session cookie or API key is read, so a page
 or a server may fetch it while it is current. Anything else (forged, altered, expired, a
-recording since deleted) is a bare 404 that says nothing about why.
+recording since deleted) is a bare 404 that says nothing about why. A ``Range`` request
+(a player seeking) gets only the bytes asked, opening only the chunks that hold them.
 """
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, StreamingHttpResponse
+import re
+
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
 from sessions_app import recordings
 
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+
+
+def _range(header: str, size: int) -> tuple[int, int] | bool | None:
+    """A single ``Range`` as (first, last) byte, inclusive; None: no range asked (or one
+    this view does not serve, answered whole); False: unsatisfiable."""
+    match = _RANGE.fullmatch(header.strip())
+    if match is None or match.group(1) == match.group(2) == "":
+        return None
+    first, last = match.group(1), match.group(2)
+    if first == "":  # the last N bytes
+        start, end = max(0, size - int(last)), size - 1
+    else:
+        start, end = int(first), min(size - 1, int(last)) if last else size - 1
+    return (start, end) if start <= end and start < size else False
+
 
 @require_GET
-def play(request: HttpRequest, token: str) -> StreamingHttpResponse:
+def play(request: HttpRequest, token: str) -> HttpResponse | StreamingHttpResponse:
     recording = recordings.recording_from_url(token)
     if recording is None:
         raise Http404
-    response = StreamingHttpResponse(
-        recordings.recording_open(recording=recording), content_type="audio/wav"
-    )
-    response["Content-Length"] = str(recording.size_bytes)
+    size = recording.size_bytes
+    asked = _range(request.headers.get("Range", ""), size)
+    if asked is False:
+        refused = HttpResponse(status=416)
+        refused["Content-Range"] = f"bytes */{size}"
+        return refused
+    if isinstance(asked, tuple):
+        start, end = asked
+        body = recordings.recording_range(recording=recording, start=start, end=end)
+        response = StreamingHttpResponse(body, content_type="audio/wav", status=206)
+        response["Content-Range"] = f"bytes {start}-{end}/{size}"
+        response["Content-Length"] = str(end - start + 1)
+    else:
+        response = StreamingHttpResponse(
+            recordings.recording_open(recording=recording), content_type="audio/wav"
+        )
+        response["Content-Length"] = str(size)
+    response["Accept-Ranges"] = "bytes"
     response["Cache-Control"] = "private, no-store"
     response["Referrer-Policy"] = "no-referrer"
     name = f"session-{recording.session.public_id}.wav"

@@ -105,6 +105,30 @@ def recording_open(*, recording: Recording) -> Iterator[bytes]:
         yield from crypto.stream_open(_exact(handle), key=key, associated_data=associated)
 
 
+def recording_range(*, recording: Recording, start: int, end: int) -> Iterator[bytes]:
+    """Bytes ``start`` to ``end`` (inclusive) of the WAV: only the sealed chunks that hold
+    them are read and opened (a player seeking in a long recording)."""
+    chunk = crypto.STREAM_CHUNK
+    total = max(1, -(-recording.size_bytes // chunk))
+    first = start // chunk
+    key = base64.b64decode(secret_services.sealed_open(recording))
+    with storage().open(recording.storage_name, "rb") as handle:
+        read = _exact(handle)
+        prefix = crypto.stream_prefix(read)
+        handle.seek(crypto.STREAM_HEADER + first * crypto.STREAM_BLOCK)
+        position = first * chunk
+        for plain in crypto.stream_open_chunks(
+            read, key=key, associated_data=recording.associated_data(), prefix=prefix,
+            first=first, total=total,
+        ):  # fmt: skip
+            piece = plain[max(0, start - position) : end + 1 - position]
+            if piece:
+                yield piece
+            position += len(plain)
+            if position > end:
+                return
+
+
 def _object_delete(name: str) -> None:
     try:
         storage().delete(name)

@@ -158,6 +158,9 @@ async def test_a_recorded_session_is_sealed_in_s3_and_plays_as_two_channels(
     assert shown["duration_ms"] == recording.duration_ms and not shown["truncated"]
     status, body = await sync_to_async(_played)(shown["url"])
     assert status == 200 and len(body) == recording.size_bytes
+    seek = {"Range": "bytes=70000-70999"}  # in the second sealed chunk, read from the bucket
+    part = await sync_to_async(HttpClient().get)(shown["url"], headers=seek)
+    assert b"".join(part.streaming_content) == body[70_000:71_000]
     caller, agent = _channels(body)
 
     # Left: exactly what the caller sent (the loud frames, silence around them).
@@ -337,8 +340,23 @@ def test_members_play_it_on_the_session_page_with_the_transcript_following(
     assert logged_in(outsider).get(url).status_code == 404
 
     played = HttpClient().get(src)
-    caller, agent = _channels(b"".join(played.streaming_content))
+    assert played["Accept-Ranges"] == "bytes"
+    whole = b"".join(played.streaming_content)
+    caller, agent = _channels(whole)
     assert len(caller) == 40_000 and (agent[:16_000] == 16).all() and (caller[32_000:] == 32).all()
+    # A player seeking asks for ranges (this WAV spans three sealed chunks).
+    for asked, first, last in (
+        ("bytes=70000-140000", 70_000, 140_000), ("bytes=-100", len(whole) - 100, len(whole) - 1),
+        ("bytes=65536-", 65_536, len(whole) - 1), ("bytes=0-0", 0, 0),
+    ):  # fmt: skip
+        part = HttpClient().get(src, headers={"Range": asked})
+        assert (
+            part.status_code == 206
+            and part["Content-Range"] == f"bytes {first}-{last}/{len(whole)}"
+        )
+        assert b"".join(part.streaming_content) == whole[first : last + 1]
+    beyond = HttpClient().get(src, headers={"Range": f"bytes={len(whole)}-"})
+    assert beyond.status_code == 416 and beyond["Content-Range"] == f"bytes */{len(whole)}"
     saved = HttpClient().get(src, {"download": "1"})
     assert saved["Content-Disposition"].startswith("attachment;")
 
