@@ -15,11 +15,14 @@ Postgres database and uses one Redis database number (flushed before and after).
 
     .venv/bin/python bench/load.py [--sessions 50,100,200] [--processes 1,2] [--seconds 30]
         [--soak-seconds 300] [--turn-every 10] [--no-server-tool] [--frame-ms 20]
-        [--web-cpu N] [--quick]
+        [--web-cpu N] [--redis-per-role] [--profile DIR] [--quick]
 
 ``--web-cpu 0``: every daphne process on CPU 0, the load generator, the worker and the
 fake LLM on the other CPUs (sessions per core). ``--quick``: 20 sessions, 10 s windows, a
-15 s soak (about a minute). Environment:
+15 s soak (about a minute). ``--redis-per-role``: each Redis role on a redis-server of its own
+(started on loopback ports), so ``redis_ops`` counts each role's commands. ``--profile DIR``:
+a py-spy profile (raw, collapsed stacks) of the first web process over each window.
+Environment:
 ``BENCH_REDIS_URL`` (default redis://127.0.0.1:6379), ``BENCH_POSTGRES_URL`` (default
 postgres://postgres@127.0.0.1:5432).
 """
@@ -34,7 +37,9 @@ import json
 import math
 import os
 import platform
+import shutil
 import signal
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -80,6 +85,10 @@ DEFINITIONS = {
     "processes (shared pages counted per process).",
     "per_session": "the web processes' (or workers') total divided by N; *_added_kb: "
     "(mean RSS - idle RSS) / N.",
+    "redis_ops": "INFO commandstats deltas over the window: calls a second of every command, "
+    "per role (with --redis-per-role a server each: channel_layer, session_state, counters, "
+    "broker; else one 'all'), and divided by N; used_memory_mb at the window's end.",
+    "load_average": "os.getloadavg() at the window's end: the shared machine's load.",
     "server_log_problems": "WARNING, ERROR and traceback lines the web processes and workers "
     "logged (LOG_LEVEL=WARNING) until every session had closed, with the first three; "
     "at_shutdown: those logged while they stopped on SIGTERM.",
@@ -133,6 +142,8 @@ class Window:
     seen: Observations
     lag: LoopLag
     failures: Counter[str]
+    load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)  # at the window's end
+    profile: str | None = None
     # Warning/error lines of the web processes and workers: until the sessions closed,
     # and while the processes stopped (SIGTERM).
     problems: list[str] = dataclasses.field(default_factory=list)
@@ -163,7 +174,7 @@ async def open_all(clients: list[ClientSession]) -> Counter[str]:
 
 
 async def read(children: list[Child], stack: Stack) -> Reading:
-    return await asyncio.to_thread(take_reading, [c.pid for c in children], stack.redis_url)
+    return await asyncio.to_thread(take_reading, [c.pid for c in children], stack.redis_urls)
 
 
 async def mark(children: list[Child], stack: Stack, seen: Observations) -> Mark:
@@ -171,8 +182,42 @@ async def mark(children: list[Child], stack: Stack, seen: Observations) -> Mark:
     return Mark(at, counters, await read(children, stack))
 
 
+def start_profile(
+    web: Child, directory: Path | None, seconds: float, sessions: int
+) -> tuple[subprocess.Popen[bytes], Path] | None:
+    """py-spy (requirements/dev.txt) samples the first web process over the window."""
+    if directory is None:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / f"web-{sessions}-{web.pid}.txt"
+    command = ["py-spy", "record", "-p", str(web.pid), "-d", str(max(1, int(seconds))),
+               "-r", "50", "-f", "raw", "-o", str(out), "--nonblocking"]  # fmt: skip
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    process = subprocess.Popen([spy, *command[1:]], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    return process, out
+
+
+async def finish_profile(profiling: tuple[subprocess.Popen[bytes], Path] | None) -> str | None:
+    if profiling is None:
+        return None
+    process, out = profiling
+    try:
+        await asyncio.to_thread(process.wait, 30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    return str(out) if out.exists() else None
+
+
 async def run(
-    stack: Stack, *, processes: int, sessions: int, seconds: float, warmup: float, plan: Plan
+    stack: Stack,
+    *,
+    processes: int,
+    sessions: int,
+    seconds: float,
+    warmup: float,
+    plan: Plan,
+    profile: Path | None = None,
 ) -> Window:
     # Starting and stopping block the loop on purpose: no session runs then, and a
     # cancelled thread would go on starting processes behind the clean-up's back.
@@ -201,12 +246,15 @@ async def run(
         failures = await open_all(clients)
         await asyncio.sleep(warmup)
         marks = [await mark(children, stack, seen)]
+        profiling = start_profile(webs[0], profile, seconds, sessions)
         end = marks[0].at + seconds
         while (left := end - asyncio.get_running_loop().time()) > 0:
             await asyncio.sleep(min(1.0, left))
             marks.append(await mark(children, stack, seen))
+        load_average = os.getloadavg()
         await asyncio.sleep(PONG_GRACE_S)
-        window = Window(processes, sessions, children, idle, marks, seen, lag, failures)
+        window = Window(processes, sessions, children, idle, marks, seen, lag, failures,
+                        load_average, await finish_profile(profiling))  # fmt: skip
     finally:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
         await lag.stop()
@@ -296,6 +344,26 @@ def resources_report(w: Window) -> dict[str, Any]:
     }
 
 
+def redis_report(w: Window) -> dict[str, Any]:
+    """Commands a second over the window, per Redis role (each role on its own server with
+    --redis-per-role, else all on one), and per session; the busiest commands of each."""
+    first, last = w.marks[0].reading, w.marks[-1].reading
+    elapsed = max(0.001, last.at - first.at)
+    report: dict[str, Any] = {}
+    for role, calls in last.redis_calls.items():
+        before = first.redis_calls.get(role, {})
+        delta = {cmd: n - before.get(cmd, 0) for cmd, n in calls.items()}
+        total = sum(delta.values())
+        top = sorted(delta.items(), key=lambda item: -item[1])[:6]
+        report[role] = {
+            "ops_per_s": round(total / elapsed, 1),
+            "ops_per_session_per_s": round(total / elapsed / max(1, w.sessions), 2),
+            "top_per_s": {cmd: round(n / elapsed, 1) for cmd, n in top if n},
+            "used_memory_mb": last.redis_memory_mb.get(role),
+        }
+    return report
+
+
 def per_session(w: Window, resources: dict[str, Any]) -> dict[str, float]:
     webs = [c.pid for c in w.children if c.role == "web"]
     n = max(1, w.sessions)
@@ -338,6 +406,9 @@ def run_report(w: Window) -> dict[str, Any]:
         **resources,
         "per_session": per_session(w, resources),
         "client_loop_lag_ms": percentiles(between(w.lag.samples, w.start, w.end)),
+        "load_average": [round(value, 2) for value in w.load_average],
+        "redis_ops": redis_report(w),
+        "profile": w.profile,
     }
     p99 = (report["event_latency_ms"] or {}).get("p99")
     report["p99_within_50ms"] = bool(
@@ -408,7 +479,7 @@ async def benchmark(stack: Stack, options: argparse.Namespace) -> dict[str, Any]
         for sessions in options.sessions:
             window = await run(
                 stack, processes=processes, sessions=sessions, seconds=options.seconds,
-                warmup=options.warmup, plan=plan,
+                warmup=options.warmup, plan=plan, profile=options.profile,
             )  # fmt: skip
             runs.append(run_report(window))
             print(f"load: {processes} web x {sessions} sessions done", file=sys.stderr)
@@ -431,6 +502,7 @@ async def benchmark(stack: Stack, options: argparse.Namespace) -> dict[str, Any]
             "frame_ms": plan.frame_ms,
             "frame_bytes": plan.frame_bytes,
             "web_cpu": options.web_cpu,
+            "redis_per_role": options.redis_per_role,
             "ping_every_s": 1,
             "turn_every_s": options.turn_every,
             "server_tool": options.server_tool,
@@ -470,6 +542,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--redis-db", type=int, default=7, help="flushed before and after")
     parser.add_argument("--database", help="Postgres database to create and drop (default: "
                         "bench_load_<pid>)")  # fmt: skip
+    parser.add_argument("--redis-per-role", action="store_true", help="a redis-server of its "
+                        "own per role (channel layer, session state, counters, broker), "
+                        "started by the benchmark: operations per role")  # fmt: skip
+    parser.add_argument("--profile", type=Path, help="py-spy (requirements/dev.txt) samples "
+                        "the first web process over each window into this directory")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="about a minute: a sanity run")
     options = parser.parse_args(argv)
     if options.quick:
@@ -493,6 +570,7 @@ async def main(options: argparse.Namespace) -> dict[str, Any]:
         **({"database": options.database} if options.database else {}),
         postgres_url=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432"),
         worker_concurrency=options.worker_concurrency,
+        redis_per_role=options.redis_per_role,
     )
     finished = False
     try:

@@ -97,22 +97,36 @@ class Reading:
     cpu_s: dict[int, float]
     rss_kb: dict[int, int]
     machine: tuple[int, int]
-    redis_cpu_s: float | None
+    redis_cpu_s: float | None  # all the servers together
+    # Per role (one "all" when the roles share a server): calls of each command so far.
+    redis_calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    redis_memory_mb: dict[str, float] = field(default_factory=dict)
 
 
-def take_reading(leaders: list[int], redis_url: str) -> Reading:
+def take_reading(leaders: list[int], redis_urls: dict[str, str]) -> Reading:
     members = group_members(leaders)
     cpu = {leader: group_cpu_seconds(leader, pids) for leader, pids in members.items()}
     rss = {leader: sum(rss_kb(pid) for pid in pids) for leader, pids in members.items()}
     me = os.getpid()
     cpu[me], rss[me] = cpu_seconds(me), rss_kb(me)
-    try:
-        with redis.Redis.from_url(redis_url, socket_timeout=1) as client:
-            info = client.info("cpu")
-        redis_cpu: float | None = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-    except (redis.RedisError, KeyError):
-        redis_cpu = None
-    return Reading(time.monotonic(), cpu, rss, machine_cpu_ticks(), redis_cpu)
+    redis_cpu: float | None = 0.0
+    calls: dict[str, dict[str, int]] = {}
+    memory: dict[str, float] = {}
+    for role, url in redis_urls.items():
+        try:
+            with redis.Redis.from_url(url, socket_timeout=1) as client:
+                info = client.info("everything")
+            if redis_cpu is not None:
+                redis_cpu += float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+            calls[role] = {
+                name.removeprefix("cmdstat_"): int(value["calls"])
+                for name, value in info.items()
+                if name.startswith("cmdstat_") and isinstance(value, dict)
+            }
+            memory[role] = round(int(info["used_memory"]) / 2**20, 1)
+        except (redis.RedisError, KeyError):
+            redis_cpu = None
+    return Reading(time.monotonic(), cpu, rss, machine_cpu_ticks(), redis_cpu, calls, memory)
 
 
 # ---------------------------------------------------------------- the stack
@@ -162,6 +176,8 @@ class Stack:
     worker_concurrency: int = 1
     session_limit: int = 100_000
     web_cpu: int | None = None  # pin the daphne processes to this CPU
+    redis_per_role: bool = False  # a redis-server of its own per role (started here)
+    role_ports: dict[str, int] = field(default_factory=dict)
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="bench-load-")))
     database: str = field(default_factory=lambda: f"bench_load_{os.getpid()}")
     children: list[Child] = field(default_factory=list)
@@ -172,6 +188,19 @@ class Stack:
     @property
     def redis_url(self) -> str:
         return f"{self.redis_url_base.rstrip('/')}/{self.redis_db}"
+
+    @property
+    def redis_urls(self) -> dict[str, str]:
+        """The Redis of each role the benchmark reads commandstats from."""
+        if not self.role_ports:
+            return {"all": self.redis_url}
+        return {role: f"redis://127.0.0.1:{port}/0" for role, port in self.role_ports.items()}
+
+    def _role_env(self) -> dict[str, str]:
+        urls = self.redis_urls if self.role_ports else {}
+        names = {"channel_layer": "CHANNEL_LAYER_URL", "session_state": "SESSION_STATE_URL",
+                 "counters": "COUNTERS_URL", "broker": "CELERY_BROKER_URL"}  # fmt: skip
+        return {names[role]: url for role, url in urls.items()}
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CELERY_"))}
@@ -195,12 +224,15 @@ class Stack:
             LLM_REQUESTS_PER_MINUTE="100000",
             PYTHONUNBUFFERED="1",
         )
+        env.update(self._role_env())
         return env
 
     # ------------------------------------------------------------ once per benchmark
 
     def prepare(self) -> None:
-        """Database, migrations, a workspace key and the fake LLM."""
+        """Database, migrations, a workspace key and the fake LLM (and the roles' Redis)."""
+        if self.redis_per_role:
+            self._start_role_redis()
         self.flush_redis()
         with psycopg.connect(f"{self.postgres_url.rstrip('/')}/postgres", autocommit=True) as db:
             db.execute(f'CREATE DATABASE "{self.database}"')
@@ -235,9 +267,29 @@ class Stack:
             time.sleep(0.05)
         self.llm_base_url = text.split("fake LLM on ", 1)[1].split()[0]
 
+    def _start_role_redis(self) -> None:
+        for role in ("channel_layer", "session_state", "counters", "broker"):
+            port = free_port()
+            command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                       "--save", "", "--appendonly", "no"]  # fmt: skip
+            self._spawn(f"redis_{role}", command)
+            self.role_ports[role] = port
+        deadline = time.monotonic() + 30
+        for role, url in self.redis_urls.items():
+            while True:
+                try:
+                    with redis.Redis.from_url(url, socket_timeout=1) as client:
+                        client.ping()
+                    break
+                except redis.RedisError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"redis for {role} did not start") from None
+                    time.sleep(0.05)
+
     def flush_redis(self) -> None:
-        with redis.Redis.from_url(self.redis_url) as client:
-            client.flushdb()
+        for url in {self.redis_url, *self.redis_urls.values()}:
+            with contextlib.suppress(redis.RedisError), redis.Redis.from_url(url) as client:
+                client.flushdb()
 
     # ------------------------------------------------------------ once per run
 
