@@ -13,12 +13,11 @@ import itertools
 import json
 import math
 import time
+import warnings
 from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from engine.protocol import ErrorCode, ToolStatus
 from engine.providers import languages, registry
@@ -43,6 +42,10 @@ from engine.providers.base import (
 from engine.providers.spec import ProviderSpec
 from engine.tools.call import ToolRequest, ToolResult
 from engine.tools.runner import ToolRunner
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import audioop  # in C; audioop-lts on Python 3.13+ (see engine/doors/audio.py)
 
 # ---------------------------------------------------------------- audio helpers
 
@@ -70,13 +73,14 @@ def silence_pcm(ms: float, *, sample_rate: int = 16_000) -> bytes:
 
 
 def rms(pcm16: bytes) -> float:
-    """Root mean square of PCM16 little-endian samples. In numpy, not a Python loop: the
-    fake recogniser runs it on every frame, and the load benchmark measures the platform
-    (a cloud recogniser's adapter only forwards the bytes), not this fake."""
-    samples = np.frombuffer(pcm16, dtype="<i2", count=len(pcm16) // 2)
-    if not samples.size:
-        return 0.0
-    return math.sqrt(float(np.dot(samples, samples.astype(np.int64))) / samples.size)
+    """Root mean square of PCM16 little-endian samples. In C (``audioop``, as the phone
+    door's codecs): the fake recogniser runs it on every frame, and the load benchmark
+    measures the platform (a cloud recogniser's adapter only forwards the bytes), not this
+    fake, as a Python loop over the samples made it."""
+    pcm16 = pcm16[: len(pcm16) - len(pcm16) % 2]
+    if _BIG_ENDIAN:
+        pcm16 = audioop.byteswap(pcm16, 2)
+    return float(audioop.rms(pcm16, 2))
 
 
 _BIG_ENDIAN = array("h", [1]).tobytes()[0] == 0
