@@ -333,6 +333,7 @@ class SessionHost:
             return
         self._detached_until = asyncio.get_running_loop().time() + ttl
         self._expiry = asyncio.create_task(self._expire_after(ttl), name="session-host expiry")
+        self._dirty = True  # a write with state: every key's expiry becomes the resume TTL
         await self.flush()
 
     async def end(self, close_code: int | None) -> None:

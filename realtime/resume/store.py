@@ -19,13 +19,25 @@ process) ``engine.resume.store.MemoryResumeStore`` does the same in memory; the 
 both keep is ``engine.resume.store.ResumeStore``.
 
 Payloads are JSON text: the store never holds live objects of a session.
+
+Writes are the store's busiest path (every event of every session), so the writes of a
+process's sessions are sent together (``_WriteBatch``): what the sessions wrote in one step
+of the event loop goes in one transaction, one round trip, while the previous one is in
+flight. Each session's commands stay atomic and in order (a session has one write in flight
+at a time), and every caller still hears of its own write's outcome. A Redis Cluster has no
+transaction across sessions' hash slots: there each write is its own transaction. A write
+of events alone renews only the events' expiry; one with state renews all four keys.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+from collections.abc import Callable
 from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
 
 from core import backends
 from engine.resume.store import (
@@ -90,6 +102,92 @@ def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
+def _queue_write(
+    pipe: Any,
+    session_id: str,
+    events: list[tuple[int, str]],
+    state: str | None,
+    grown: Grown | None,
+    ttl: float,
+) -> None:
+    state_key, events_key, _, _, _ = _keys(session_id)
+    for seq, event in events:
+        pipe.xadd(events_key, {"e": event}, id=f"{seq}-0", maxlen=EVENTS_KEPT)
+    if state is not None:
+        pipe.hset(state_key, "state", state)
+    if grown is not None:
+        _grow(pipe, session_id, grown)
+    # Every write sets the expiry again of the keys it wrote, so a write racing the end of a
+    # session can leave nothing behind for longer than the TTL. Events alone (a pong, a
+    # partial transcript) touch only the stream; the others keep the expiry they were given
+    # with the last state (or by ``keep``, every few seconds while a socket is attached).
+    touched = _expiring(session_id) if state is not None or grown is not None else [events_key]
+    for key in touched:
+        pipe.pexpire(key, _ms(ttl))
+
+
+Queued = Callable[[Any], None]  # queues one session's write on a pipeline
+
+
+class _WriteBatch:
+    """The resume writes of one event loop's sessions, sent one transaction at a time:
+    everything queued while the previous transaction was in flight (or in the same step of
+    the loop) goes in the next."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._queued: list[tuple[Queued, asyncio.Future[None]]] = []
+        self._sending: asyncio.Task[None] | None = None
+
+    async def write(self, queue: Queued) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._queued.append((queue, future))
+        if self._sending is None:
+            self._sending = asyncio.create_task(self._send_all(), name="resume store writes")
+        await future
+
+    async def _send_all(self) -> None:
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                await self._send(batch)
+        finally:
+            self._sending = None
+
+    async def _send(self, batch: list[tuple[Queued, asyncio.Future[None]]]) -> None:
+        spans = []
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                for queue, _future in batch:
+                    start = len(pipe.command_stack)
+                    queue(pipe)
+                    spans.append((start, len(pipe.command_stack)))
+                results = await pipe.execute(raise_on_error=False)
+        except Exception as exc:  # the connection, or a command Redis refused to queue
+            for _queue, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_queue, future), (start, end) in zip(batch, spans, strict=True):
+            error = next((r for r in results[start:end] if isinstance(r, Exception)), None)
+            if future.done():  # its writer was cancelled (the write went out all the same)
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(None)
+
+
+_batches: dict[tuple[asyncio.AbstractEventLoop, int], _WriteBatch] = {}
+
+
+def _write_batch(client: Any) -> _WriteBatch:
+    key = (asyncio.get_running_loop(), id(client))
+    if key not in _batches:
+        _batches[key] = _WriteBatch(client)
+    return _batches[key]
+
+
 class RedisResumeStore(ResumeStore):
     async def create(
         self, session_id: str, *, meta: str, state: str, ttl: float, grown: Grown | None = None
@@ -113,19 +211,16 @@ class RedisResumeStore(ResumeStore):
         ttl: float,
         grown: Grown | None = None,
     ) -> None:
-        state_key, events_key, _, _, _ = _keys(session_id)
-        async with backends.redis_client().pipeline(transaction=True) as pipe:
-            for seq, event in events:
-                pipe.xadd(events_key, {"e": event}, id=f"{seq}-0", maxlen=EVENTS_KEPT)
-            if state is not None:
-                pipe.hset(state_key, "state", state)
-            if grown is not None:
-                _grow(pipe, session_id, grown)
-            # Every write sets the expiry again, so a write racing the end of a session
-            # can leave nothing behind for longer than the TTL.
-            for key in _expiring(session_id):
-                pipe.pexpire(key, _ms(ttl))
-            await pipe.execute()
+        def queue(pipe: Any) -> None:
+            _queue_write(pipe, session_id, events, state, grown, ttl)
+
+        client = backends.redis_client()
+        if isinstance(client, RedisCluster):  # no transaction across hash slots
+            async with client.pipeline(transaction=True) as pipe:
+                queue(pipe)
+                await pipe.execute()
+            return
+        await _write_batch(client).write(queue)
 
     async def load(self, session_id: str) -> StoredSession | None:
         state_key, _, _, history_key, calls_key = _keys(session_id)
