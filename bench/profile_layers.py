@@ -47,6 +47,21 @@ PATHS = {
 }
 
 
+def _layer(frames: list[str]) -> str:
+    """The innermost frame's layer; asyncio's frames count for the code that called into
+    them (a socket write, a future), and the loop's own only between callbacks."""
+    fallback = "other"
+    for frame in reversed(frames):
+        if "_run_once (asyncio" in frame or "Handle._run (asyncio" in frame:
+            return fallback if fallback != "other" else "event loop (asyncio)"
+        for name, pattern in LAYERS:
+            if re.search(pattern, frame):
+                if name != "asyncio":
+                    return name
+                fallback = "asyncio"
+    return fallback
+
+
 def summarise(path: Path, *, rate: float, seconds: float) -> dict[str, object]:
     layers: Counter[str] = Counter()
     paths: Counter[str] = Counter()
@@ -57,12 +72,7 @@ def summarise(path: Path, *, rate: float, seconds: float) -> dict[str, object]:
             continue  # another thread (database writer, Celery publisher)
         n = int(count)
         total += n
-        frames = stack.split(";")
-        layer = next(
-            (name for frame in reversed(frames) for name, pattern in LAYERS
-             if re.search(pattern, frame)),
-            "other",
-        )  # fmt: skip
+        layer = _layer(stack.split(";"))
         layers[layer] += n
         for name, pattern in PATHS.items():
             if re.search(pattern, stack):

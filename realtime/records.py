@@ -241,17 +241,33 @@ class SessionRecorder:
         self._queue.put_nowait((operation, then))
 
     async def _write_loop(self) -> None:
-        while (item := await self._queue.get()) is not None:
-            operation, then = item
+        # Everything queued by then goes to the writer thread in one hop (a turn's
+        # transcript, reply, counts and usage come together), still in order.
+        loop = asyncio.get_running_loop()
+        stop = False
+        while not stop:
+            batch = [await self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            if None in batch:
+                stop, batch = True, batch[: batch.index(None)]
+            if not batch:
+                continue
             try:
-                result = await asyncio.get_running_loop().run_in_executor(
-                    _WRITER, _in_writer, operation
-                )
-                if then is not None:
-                    await then(result)
-            except Exception as exc:
-                # The type only: database errors can quote the row (transcript text).
+                results = await loop.run_in_executor(_WRITER, _in_writer, [op for op, _ in batch])
+            except Exception as exc:  # the executor itself (shut down at exit)
                 logger.error("session record write failed: %s", type(exc).__name__)
+                continue
+            for (_, then), result in zip(batch, results, strict=True):
+                if isinstance(result, _Failed):
+                    # The type only: database errors can quote the row (transcript text).
+                    logger.error("session record write failed: %s", result.error)
+                    continue
+                if then is not None:
+                    try:
+                        await then(result)
+                    except Exception as exc:
+                        logger.error("session record write failed: %s", type(exc).__name__)
 
 
 # Recordings being sealed and stored, each on a thread of ``_STORER`` (kept referenced).
@@ -279,13 +295,27 @@ async def recordings_stored() -> None:
         await asyncio.gather(*list(_storing), return_exceptions=True)
 
 
-def _in_writer(operation: Operation) -> Any:
+class _Failed:
+    """An operation that raised: its error's type, never its text."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def _in_writer(operations: list[Operation]) -> list[Any]:
     # What database_sync_to_async does around a call: no connection that broke or aged out.
     close_old_connections()
+    results: list[Any] = []
     try:
-        return operation()
+        for operation in operations:
+            try:
+                results.append(operation())
+            except Exception as exc:  # the next operations still run, in order
+                results.append(_Failed(type(exc).__name__))
+                close_old_connections()  # a connection the error broke is not reused
     finally:
         close_old_connections()
+    return results
 
 
 class _SessionSecrets:

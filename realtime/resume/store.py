@@ -20,13 +20,13 @@ both keep is ``engine.resume.store.ResumeStore``.
 
 Payloads are JSON text: the store never holds live objects of a session.
 
-Writes are the store's busiest path (every event of every session), so the writes of a
-process's sessions are sent together (``_WriteBatch``): what the sessions wrote in one step
-of the event loop goes in one transaction, one round trip, while the previous one is in
-flight. Each session's commands stay atomic and in order (a session has one write in flight
-at a time), and every caller still hears of its own write's outcome. A Redis Cluster has no
-transaction across sessions' hash slots: there each write is its own transaction. A write
-of events alone renews only the events' expiry; one with state renews all four keys.
+Writes are the store's busiest path (every event of every session), so the writes and owner
+renewals of a process's sessions are sent together (``_WriteBatch``): what the sessions wrote
+in one step of the event loop goes in one transaction, one round trip, while the previous one
+is in flight. Each session's commands stay atomic and in order (a session has one write in
+flight at a time), and every caller still hears of its own write's outcome. A Redis Cluster
+has no transaction across sessions' hash slots: there each write is its own transaction. A
+write of events alone renews only the events' expiry; one with state renews all four keys.
 """
 
 from __future__ import annotations
@@ -178,6 +178,18 @@ class _WriteBatch:
                 future.set_result(None)
 
 
+async def _send(queue: Queued) -> None:
+    """One session's commands, atomic: with the other sessions' of this step of the loop,
+    or on a cluster (no transaction across hash slots) in a transaction of their own."""
+    client = backends.redis_client()
+    if isinstance(client, RedisCluster):
+        async with client.pipeline(transaction=True) as pipe:
+            queue(pipe)
+            await pipe.execute()
+        return
+    await _write_batch(client).write(queue)
+
+
 _batches: dict[tuple[asyncio.AbstractEventLoop, int], _WriteBatch] = {}
 
 
@@ -214,13 +226,7 @@ class RedisResumeStore(ResumeStore):
         def queue(pipe: Any) -> None:
             _queue_write(pipe, session_id, events, state, grown, ttl)
 
-        client = backends.redis_client()
-        if isinstance(client, RedisCluster):  # no transaction across hash slots
-            async with client.pipeline(transaction=True) as pipe:
-                queue(pipe)
-                await pipe.execute()
-            return
-        await _write_batch(client).write(queue)
+        await _send(queue)
 
     async def load(self, session_id: str) -> StoredSession | None:
         state_key, _, _, history_key, calls_key = _keys(session_id)
@@ -242,12 +248,14 @@ class RedisResumeStore(ResumeStore):
         self, session_id: str, *, owner: str, owner_ttl: float, ttl: float | None
     ) -> None:
         owner_key = _keys(session_id)[2]
-        async with backends.redis_client().pipeline(transaction=False) as pipe:
+
+        def queue(pipe: Any) -> None:
             pipe.set(owner_key, owner, px=_ms(owner_ttl))
             if ttl is not None:
                 for key in _expiring(session_id):
                     pipe.pexpire(key, _ms(ttl))
-            await pipe.execute()
+
+        await _send(queue)
 
     async def expire(self, session_id: str, ttl: float) -> None:
         async with backends.redis_client().pipeline(transaction=False) as pipe:

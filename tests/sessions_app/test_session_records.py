@@ -361,3 +361,42 @@ async def test_arguments_that_never_parsed_are_reported_as_sent(
     (call,) = run.settled
     assert (call.status, call.arguments) == ("failed", "{city: Oslo")
     assert call.error is not None and call.error.startswith("invalid arguments")
+
+
+@pytest.mark.django_db
+async def test_queued_record_writes_take_one_thread_hop_in_order_past_a_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from realtime import records
+
+    hops: list[int] = []
+    in_writer = records._in_writer
+
+    def counted(operations: list[Callable[[], Any]]) -> list[Any]:
+        hops.append(len(operations))
+        return in_writer(operations)
+
+    monkeypatch.setattr(records, "_in_writer", counted)
+    recorder = records.SessionRecorder()
+    recorder._task = asyncio.create_task(recorder._write_loop())
+    done: list[str] = []
+    followed: list[Any] = []
+
+    async def follow_up(result: Any) -> None:
+        followed.append(result)
+
+    def broken() -> None:
+        raise RuntimeError("a row that quotes the transcript")
+
+    # A turn's writes arrive in one step of the loop: transcript, reply, count, usage.
+    recorder._write(lambda: done.append("user"))
+    recorder._write(broken)
+    recorder._write(lambda: done.append("assistant") or "reply", then=follow_up)
+    recorder._write(lambda: done.append("usage") or None, then=follow_up)
+    await recorder.pause()
+
+    assert hops == [4]  # one hop for the turn, not one per write
+    assert done == ["user", "assistant", "usage"]  # in order, past the failed write
+    assert followed == ["reply", None]
