@@ -88,6 +88,8 @@ DEFINITIONS = {
     "redis_ops": "INFO commandstats deltas over the window: calls a second of every command, "
     "per role (with --redis-per-role a server each: channel_layer, session_state, counters, "
     "broker; else one 'all'), and divided by N; used_memory_mb at the window's end.",
+    "postgres": "pg_stat_database of the benchmark's database over the window: commits and "
+    "rows inserted, updated or deleted a second (Postgres publishes them about once a second).",
     "load_average": "os.getloadavg() at the window's end: the shared machine's load.",
     "server_log_problems": "WARNING, ERROR and traceback lines the web processes and workers "
     "logged (LOG_LEVEL=WARNING) until every session had closed, with the first three; "
@@ -174,7 +176,8 @@ async def open_all(clients: list[ClientSession]) -> Counter[str]:
 
 
 async def read(children: list[Child], stack: Stack) -> Reading:
-    return await asyncio.to_thread(take_reading, [c.pid for c in children], stack.redis_urls)
+    pids = [c.pid for c in children]
+    return await asyncio.to_thread(take_reading, pids, stack.redis_urls, stack.database_url)
 
 
 async def mark(children: list[Child], stack: Stack, seen: Observations) -> Mark:
@@ -364,6 +367,22 @@ def redis_report(w: Window) -> dict[str, Any]:
     return report
 
 
+def postgres_report(w: Window) -> dict[str, Any]:
+    """Commits and rows written a second over the window (the statistics Postgres flushes
+    about once a second), and per session."""
+    first, last = w.marks[0].reading.postgres, w.marks[-1].reading.postgres
+    elapsed = max(0.001, w.marks[-1].reading.at - w.marks[0].reading.at)
+    if not first or not last:
+        return {}
+    rates = {name: (last[name] - first[name]) / elapsed for name in last}
+    rows = rates["inserted"] + rates["updated"] + rates["deleted"]
+    return {
+        "commits_per_s": round(rates["commits"], 1),
+        "rows_written_per_s": round(rows, 1),
+        "rows_written_per_session_per_s": round(rows / max(1, w.sessions), 3),
+    }
+
+
 def per_session(w: Window, resources: dict[str, Any]) -> dict[str, float]:
     webs = [c.pid for c in w.children if c.role == "web"]
     n = max(1, w.sessions)
@@ -408,6 +427,7 @@ def run_report(w: Window) -> dict[str, Any]:
         "client_loop_lag_ms": percentiles(between(w.lag.samples, w.start, w.end)),
         "load_average": [round(value, 2) for value in w.load_average],
         "redis_ops": redis_report(w),
+        "postgres": postgres_report(w),
         "profile": w.profile,
     }
     p99 = (report["event_latency_ms"] or {}).get("p99")

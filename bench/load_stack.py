@@ -101,9 +101,27 @@ class Reading:
     # Per role (one "all" when the roles share a server): calls of each command so far.
     redis_calls: dict[str, dict[str, int]] = field(default_factory=dict)
     redis_memory_mb: dict[str, float] = field(default_factory=dict)
+    # The benchmark database's counters (pg_stat_database): commits, rows written.
+    postgres: dict[str, int] = field(default_factory=dict)
 
 
-def take_reading(leaders: list[int], redis_urls: dict[str, str]) -> Reading:
+def postgres_counters(database_url: str) -> dict[str, int]:
+    try:
+        with psycopg.connect(database_url, connect_timeout=2) as db:
+            row = db.execute(
+                "SELECT xact_commit, tup_inserted, tup_updated, tup_deleted "
+                "FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+    except psycopg.Error:
+        return {}
+    if row is None:
+        return {}
+    return dict(zip(("commits", "inserted", "updated", "deleted"), map(int, row), strict=True))
+
+
+def take_reading(
+    leaders: list[int], redis_urls: dict[str, str], database_url: str | None = None
+) -> Reading:
     members = group_members(leaders)
     cpu = {leader: group_cpu_seconds(leader, pids) for leader, pids in members.items()}
     rss = {leader: sum(rss_kb(pid) for pid in pids) for leader, pids in members.items()}
@@ -126,7 +144,10 @@ def take_reading(leaders: list[int], redis_urls: dict[str, str]) -> Reading:
             memory[role] = round(int(info["used_memory"]) / 2**20, 1)
         except (redis.RedisError, KeyError):
             redis_cpu = None
-    return Reading(time.monotonic(), cpu, rss, machine_cpu_ticks(), redis_cpu, calls, memory)
+    postgres = postgres_counters(database_url) if database_url else {}
+    return Reading(
+        time.monotonic(), cpu, rss, machine_cpu_ticks(), redis_cpu, calls, memory, postgres
+    )
 
 
 # ---------------------------------------------------------------- the stack
@@ -190,6 +211,10 @@ class Stack:
         return f"{self.redis_url_base.rstrip('/')}/{self.redis_db}"
 
     @property
+    def database_url(self) -> str:
+        return f"{self.postgres_url.rstrip('/')}/{self.database}"
+
+    @property
     def redis_urls(self) -> dict[str, str]:
         """The Redis of each role the benchmark reads commandstats from."""
         if not self.role_ports:
@@ -209,7 +234,7 @@ class Stack:
             DEBUG="true",
             LOG_LEVEL="WARNING",
             REDIS_URL=self.redis_url,
-            DATABASE_URL=f"{self.postgres_url.rstrip('/')}/{self.database}",
+            DATABASE_URL=self.database_url,
             VAR_DIR=str(self.tmp / "var"),
             ALLOW_FAKE_PROVIDERS="true",  # the scripted speech below
             STT_PROVIDER="fake",

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from core.client_address import client_address
@@ -23,6 +25,16 @@ def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
 
 
 class VoiceConsumer(AsyncWebsocketConsumer):
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # Channels' loop also waits on a channel of the layer (a new task and an
+        # ``asyncio.wait`` for every frame); nothing is sent to this consumer through the
+        # layer: its session listens on a channel of its own (``SessionHost``). So: the
+        # socket's messages, one after the other.
+        self.scope, self.base_send, self.channel_name = scope, send, ""
+        with contextlib.suppress(StopConsumer):
+            while True:
+                await self.dispatch(await receive())
+
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every message, through a
         # thread hop: a third of the cost of an audio frame. Audio never touches the
