@@ -94,9 +94,10 @@ class RedisLeases:
         return await lease_take(pool, session_id, limit=limit, hold_s=LEASE_S)
 
     async def put(self, pool: str, session_id: str, *, only_held: bool) -> None:
-        client = redis_client()
-        await client.zadd(pool, {session_id: time.time() + LEASE_S}, xx=only_held)
-        await client.expire(pool, int(LEASE_S * 2))
+        async with redis_client().pipeline(transaction=False) as pipe:  # one round trip
+            pipe.zadd(pool, {session_id: time.time() + LEASE_S}, xx=only_held)
+            pipe.expire(pool, int(LEASE_S * 2))
+            await pipe.execute()
 
     async def release(self, pool: str, session_id: str) -> None:
         await redis_client().zrem(pool, session_id)

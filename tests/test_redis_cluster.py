@@ -95,6 +95,9 @@ async def test_session_leases_hold_their_limit_on_a_cluster() -> None:
         assert await leases.acquire(pool=pool, session_id="c", limit=2)
         assert await leases.holders(pool=pool) == {"b", "c"}
         assert leases.holders_sync(pool=pool) == {"b", "c"}
+        await leases.renew(pool=pool, session_id="a")  # released: a renewal adds nothing
+        await leases.adopt(pool=pool, session_id="d")  # resumed here: counted again
+        assert await leases.holders(pool=pool) == {"b", "c", "d"}
 
 
 async def test_rate_limits_count_on_a_cluster() -> None:

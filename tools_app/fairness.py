@@ -127,8 +127,19 @@ class NoSlot(Exception):
     """The deadline passed while every slot the call could take was busy."""
 
 
+_scripts: dict[int, Any] = {}  # the script registered on each client (its SHA1 once)
+
+
+def _registered() -> Any:
+    client = _client()
+    script = _scripts.get(id(client))
+    if script is None or script.registered_client is not client:
+        script = _scripts[id(client)] = client.register_script(_SCRIPT)
+    return script
+
+
 async def _script(op: str, workspace_id: int, member: str, *extra: str | float) -> bool:
-    held = await _client().register_script(_SCRIPT)(
+    held = await _registered()(
         keys=[HELD],
         args=[
             PREFIX,
