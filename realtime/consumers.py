@@ -25,7 +25,7 @@ def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
 
 
 class VoiceConsumer(AsyncWebsocketConsumer):
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # Channels' loop also waits on a channel of the layer (a new task and an
         # ``asyncio.wait`` for every frame); nothing is sent to this consumer through the
         # layer: its session listens on a channel of its own (``SessionHost``). So: the

@@ -243,31 +243,41 @@ class SessionRecorder:
     async def _write_loop(self) -> None:
         # Everything queued by then goes to the writer thread in one hop (a turn's
         # transcript, reply, counts and usage come together), still in order.
-        loop = asyncio.get_running_loop()
-        stop = False
-        while not stop:
-            batch = [await self._queue.get()]
-            while not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            if None in batch:
-                stop, batch = True, batch[: batch.index(None)]
-            if not batch:
-                continue
-            try:
-                results = await loop.run_in_executor(_WRITER, _in_writer, [op for op, _ in batch])
-            except Exception as exc:  # the executor itself (shut down at exit)
-                logger.error("session record write failed: %s", type(exc).__name__)
-                continue
-            for (_, then), result in zip(batch, results, strict=True):
-                if isinstance(result, _Failed):
-                    # The type only: database errors can quote the row (transcript text).
-                    logger.error("session record write failed: %s", result.error)
-                    continue
-                if then is not None:
-                    try:
-                        await then(result)
-                    except Exception as exc:
-                        logger.error("session record write failed: %s", type(exc).__name__)
+        stopped = False
+        while not stopped:
+            batch, stopped = await self._queued()
+            if batch:
+                await self._write_batch(batch)
+
+    async def _queued(self) -> tuple[list[tuple[Operation, FollowUp]], bool]:
+        """What is queued now, up to the end mark (None); whether the mark came."""
+        batch: list[tuple[Operation, FollowUp]] = []
+        item = await self._queue.get()
+        while item is not None:
+            batch.append(item)
+            if self._queue.empty():
+                return batch, False
+            item = self._queue.get_nowait()
+        return batch, True
+
+    async def _write_batch(self, batch: list[tuple[Operation, FollowUp]]) -> None:
+        operations = [operation for operation, _ in batch]
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(
+                _WRITER, _in_writer, operations
+            )
+        except Exception as exc:  # the executor itself (shut down at exit)
+            logger.error("session record write failed: %s", type(exc).__name__)
+            return
+        for (_, then), result in zip(batch, results, strict=True):
+            if isinstance(result, _Failed):
+                # The type only: database errors can quote the row (transcript text).
+                logger.error("session record write failed: %s", result.error)
+            elif then is not None:
+                try:
+                    await then(result)
+                except Exception as exc:
+                    logger.error("session record write failed: %s", type(exc).__name__)
 
 
 # Recordings being sealed and stored, each on a thread of ``_STORER`` (kept referenced).
