@@ -6,6 +6,7 @@ service nor its task (the task calls the service, which schedules here)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -14,6 +15,8 @@ from celery import current_app
 from django.db import connection
 
 from core import backends
+
+logger = logging.getLogger(__name__)
 
 
 class BackgroundQueue:
@@ -43,7 +46,7 @@ class BackgroundQueue:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
-            job = self._pool.submit(_run, run, object_id)
+            job = self._pool.submit(_run, self._name, run, object_id)
             self._pending.add(job)
         job.add_done_callback(self._pending.discard)
 
@@ -57,8 +60,13 @@ class BackgroundQueue:
                 job.result()
 
 
-def _run(run: Callable[[int], object], object_id: int) -> None:
+def _run(name: str, run: Callable[[int], object], object_id: int) -> None:
     try:
         run(object_id)
+    except Exception as exc:
+        # As a Celery worker would: the job's failure is told even if nobody waits for it.
+        # The type only: a database error can quote the row.
+        logger.error("%s job for %s failed: %s", name, object_id, type(exc).__name__)
+        raise
     finally:
         connection.close()  # a pool thread's connection would outlive its use

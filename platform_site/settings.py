@@ -140,9 +140,30 @@ TEMPLATES = [
 ]
 
 
+# The embedded default's SQLite is written by requests, session records and background
+# threads (indexing, post-call analysis, webhook deliveries) at once. Transactions take the
+# write lock when they begin (IMMEDIATE): a deferred one that read first and then wrote
+# would fail at once with "database is locked" instead of waiting its turn (SQLite cannot
+# wait for a lock the reader itself blocks). WAL lets reads go on beside the one writer;
+# a writer waits up to ``timeout`` seconds for the lock. The tests' database is a file too
+# (TEST NAME): Django's default for SQLite, a shared-cache in-memory database, locks whole
+# tables and never waits for them ("database table is locked"), so it cannot run the same
+# threads the embedded default runs.
+_SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+}
+
+
 def _database(url: str | None) -> dict[str, object]:
     if not url:
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "platform.sqlite3"}
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "platform.sqlite3",
+            "OPTIONS": dict(_SQLITE_OPTIONS),
+            "TEST": {"NAME": str(VAR_DIR / "test-platform.sqlite3")},
+        }
     try:
         config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     except ValueError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 from rest_framework.test import APIClient
 
 from tests import parallel
@@ -90,6 +90,40 @@ def _mail_on_a_thread(settings: Any) -> Iterator[None]:
     settings.MAIL_QUEUE = "thread"
     yield
     wait_for_queued_mail()
+
+
+@pytest.fixture(autouse=True)
+def _background_settled(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that reaches the database ends once the background work it started is done
+    (indexing, post-call analysis, the webhook attempts running) and this process's
+    long-lived threads have let go of their connections: no thread of one test writes
+    beside the next test, and PostgreSQL can drop the test database at the end (it refuses
+    while another session is connected). Set up after the database, so torn down before
+    its flush or rollback."""
+    names = set(request.fixturenames)
+    if not (request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & names):
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")
+    yield
+    _settle_background()
+
+
+def _settle_background() -> None:
+    from asgiref.sync import SyncToAsync
+
+    from knowledge_app import dispatch as knowledge
+    from postcall_app import dispatch as postcall
+    from realtime import records
+    from secrets_app import mail
+    from webhooks_app import dispatch as webhooks
+
+    for queue in (knowledge, postcall, webhooks):
+        queue.wait_idle()
+    # The threads that keep a connection between uses (CONN_MAX_AGE): the session records'
+    # writer, database_sync_to_async's thread and the mail thread.
+    for thread in (records._WRITER, SyncToAsync.single_thread_executor, mail._thread):
+        thread.submit(connections.close_all).result()
 
 
 @pytest.fixture(autouse=True)

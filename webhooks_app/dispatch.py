@@ -17,7 +17,8 @@ import itertools
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -50,6 +51,7 @@ class EmbeddedDispatcher:
         self._wake = threading.Condition()
         self._workers = ThreadPoolExecutor(workers, thread_name_prefix="webhook-delivery")
         self._thread: threading.Thread | None = None
+        self._running: set[Future[None]] = set()
 
     def schedule(
         self, delivery_id: int, attempt: int, delay_s: float, slot: str | None = None
@@ -66,14 +68,35 @@ class EmbeddedDispatcher:
             self._wake.notify()
 
     def _run(self) -> None:
-        self._workers.submit(_catch_up, self)
+        self._submit(_catch_up, self)
         while True:
             with self._wake:
                 while not self._timetable or self._timetable[0][0] > time.monotonic():
                     timeout = self._timetable[0][0] - time.monotonic() if self._timetable else None
                     self._wake.wait(timeout)
                 _due, _order, delivery_id, attempt, slot = heapq.heappop(self._timetable)
-            self._workers.submit(self._attempt, delivery_id, attempt, slot)
+            self._submit(self._attempt, delivery_id, attempt, slot)
+
+    def _submit(self, *call: Any) -> None:
+        job = self._workers.submit(*call)
+        with self._wake:
+            self._running.add(job)
+        job.add_done_callback(self._done)
+
+    def _done(self, job: Future[None]) -> None:
+        with self._wake:
+            self._running.discard(job)
+
+    def wait_idle(self) -> None:
+        """Tests on the embedded default: wait for the attempts (and the catch-up) running
+        now; attempts due later stay on the timetable."""
+        while True:
+            with self._wake:
+                running = list(self._running)
+            if not running:
+                return
+            for job in running:
+                job.exception()
 
     def _attempt(self, delivery_id: int, attempt: int, slot: str | None) -> None:
         from webhooks_app.services import delivery_attempt
@@ -114,6 +137,12 @@ def _catch_up(dispatcher: EmbeddedDispatcher) -> None:
 
 _dispatcher: EmbeddedDispatcher | None = None
 _dispatcher_lock = threading.Lock()
+
+
+def wait_idle() -> None:
+    """Tests on the embedded default: wait for the delivery attempts running now."""
+    if _dispatcher is not None:
+        _dispatcher.wait_idle()
 
 
 def _embedded() -> EmbeddedDispatcher:
