@@ -592,13 +592,8 @@ async def main(options: argparse.Namespace) -> dict[str, Any]:
         worker_concurrency=options.worker_concurrency,
         redis_per_role=options.redis_per_role,
     )
-    finished = False
-    try:
-        result = await benchmark(stack, options)
-        finished = True
-        return result
-    finally:
-        stack.close(keep_logs=not finished)  # blocking on purpose: nothing may cancel it
+    with stack.running():
+        return await benchmark(stack, options)
 
 
 if __name__ == "__main__":

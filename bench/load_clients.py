@@ -186,11 +186,15 @@ class ClientSession:
                     self._note_backpressure(ws)
             if speaking and position == len(speech) - 1:
                 counters.turns_spoken += 1
-                self._speech_end_at = loop.time()
+                self.speech_ended()
             if frame % per_ping == ping_at:
                 counters.pings_sent += 1
                 await ws.send(json.dumps({"type": "ping", "t": round(loop.time() * 1000, 3)}))
             frame += 1
+
+    def speech_ended(self) -> None:
+        """The user's last word left now: the next audio frame back closes voice to voice."""
+        self._speech_end_at = asyncio.get_running_loop().time()
 
     def _note_backpressure(self, ws: ClientConnection) -> None:
         if ws.transport.get_write_buffer_size() > 0:

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,9 +39,10 @@ _PROBLEM = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b|^Traceback")
 # ---------------------------------------------------------------- /proc
 
 
-def _stat_fields(pid: int) -> list[str]:
-    """/proc/<pid>/stat from field 3 on (the command name may hold spaces and parens)."""
-    data = Path(f"/proc/{pid}/stat").read_text()
+def _stat_fields(pid: int, thread: int | None = None) -> list[str]:
+    """/proc/<pid>/stat (or one thread's) from field 3 on (the command name may hold spaces
+    and parens)."""
+    data = Path(f"/proc/{pid}" + (f"/task/{thread}" if thread else "") + "/stat").read_text()
     return data[data.rindex(")") + 2 :].split()
 
 
@@ -65,6 +67,17 @@ def cpu_seconds(pid: int, *, with_reaped_children: bool = False) -> float:
     if with_reaped_children:
         ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
     return ticks / CLOCK_TICKS
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """utime+stime of each live thread of ``pid``, by OS thread id."""
+    spent = {}
+    with contextlib.suppress(OSError):
+        for thread in map(int, os.listdir(f"/proc/{pid}/task")):
+            with contextlib.suppress(OSError, IndexError):
+                fields = _stat_fields(pid, thread)
+                spent[thread] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return spent
 
 
 def group_cpu_seconds(leader: int, pids: list[int]) -> float:
@@ -365,6 +378,17 @@ class Stack:
                 os.killpg(child.pid, signal.SIGKILL)
             if child in self.children:
                 self.children.remove(child)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Stack]:
+        """Stops everything at the end (blocking: nothing may cancel it); keeps the logs
+        when the benchmark failed."""
+        finished = False
+        try:
+            yield self
+            finished = True
+        finally:
+            self.close(keep_logs=not finished)
 
     def close(self, *, keep_logs: bool = False) -> None:
         self.stop(list(self.children))
