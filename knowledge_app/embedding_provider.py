@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,12 +59,18 @@ class Endpoint:
 
 def embed(endpoint: Endpoint, texts: list[str], *, timeout_s: float) -> np.ndarray:
     """One row per text, unit length, float32; EmbeddingFailed otherwise. Synchronous:
-    called from the indexing job and from search threads."""
+    called from the indexing job."""
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
+    return async_to_sync(embed_async)(endpoint, texts, timeout_s=timeout_s)
+
+
+async def embed_async(endpoint: Endpoint, texts: list[str], *, timeout_s: float) -> np.ndarray:
+    """``embed`` on an event loop (a search's questions: each waits on its socket, not on a
+    thread of a pool that slow providers of other workspaces could fill)."""
     scrub = Scrubber([Credential(endpoint.api_key or "")])
     try:
-        body = async_to_sync(_post)(endpoint, texts, timeout_s)
+        body = await _post(endpoint, texts, timeout_s, scrub)
         return vectors_from(body, len(texts), int(settings.KNOWLEDGE_EMBEDDING_MAX_DIMENSIONS))
     except EmbeddingFailed as failed:
         raise EmbeddingFailed(scrub(str(failed))) from None
@@ -74,7 +81,7 @@ def response_cap(count: int, max_dimensions: int) -> int:
     return _RESPONSE_OVERHEAD + count * max_dimensions * _BYTES_PER_NUMBER
 
 
-async def _post(endpoint: Endpoint, texts: list[str], timeout_s: float) -> bytes:
+async def _post(endpoint: Endpoint, texts: list[str], timeout_s: float, scrub: Scrubber) -> bytes:
     headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
     secrets: list[SecretBinding] = []
     reference = make_reference("embedding_key")
@@ -96,14 +103,18 @@ async def _post(endpoint: Endpoint, texts: list[str], timeout_s: float) -> bytes
         said = str(error).rstrip(".")
         raise EmbeddingFailed(f"The embedding provider failed: {said}.") from None
     if not 200 <= response.status < 300:
-        # The client gave back the key as its reference wherever the server echoed it.
-        said = _provider_message(response.body).replace(reference, KEY_MASK)
+        # The client gave back the key as its reference wherever the server echoed it; a
+        # spelling only JSON decoding reveals (``\u0073k-…``) is masked once decoded.
+        said = _provider_message(
+            response.body, lambda text: scrub(text.replace(reference, KEY_MASK))
+        )
         raise EmbeddingFailed(f"The embedding provider answered HTTP {response.status}{said}.")
     return response.body
 
 
-def _provider_message(body: bytes) -> str:
-    """OpenAI's ``{"error": {"message": …}}``, cut short, or nothing."""
+def _provider_message(body: bytes, mask: Callable[[str], str]) -> str:
+    """OpenAI's ``{"error": {"message": …}}``, masked, then cut short (cut first, a key
+    across the cut would keep its first half), or nothing."""
     try:
         error = json.loads(body).get("error")
         message = error.get("message") if isinstance(error, dict) else error
@@ -111,7 +122,7 @@ def _provider_message(body: bytes) -> str:
         return ""
     if not isinstance(message, str) or not message.strip():
         return ""
-    return ": " + " ".join(message.split())[:PROVIDER_TEXT_MAX]
+    return ": " + " ".join(mask(message).split())[:PROVIDER_TEXT_MAX]
 
 
 def vectors_from(body: bytes, count: int, max_dimensions: int) -> np.ndarray:
@@ -159,4 +170,9 @@ def _item(item: object, position: int) -> tuple[int, list[float]]:
 
 
 def _finite_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer literal past a float's range: 1 followed by 400 zeros
+        return False

@@ -25,6 +25,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+import egress
 from core.outbound import clean_outbound_url
 from engine.providers import registry
 from secrets_app.audit import SYSTEM, Actor, audit_record, url_shown
@@ -203,6 +204,8 @@ def _save(
         .first()
     ) or ProviderCredential(workspace=workspace, kind=kind, name=name)
     created, before = row.pk is None, _audited(row)
+    if api_key is None and not created and row.ciphertext:
+        _key_stays_with_its_origin(row.base_url, fields.get("base_url", row.base_url))
     for attribute, value in fields.items():
         setattr(row, attribute, value)
     if api_key is not None:
@@ -223,6 +226,25 @@ def _save(
         details={**changed, "key_saved": api_key is not None},
     )  # fmt: skip
     return row
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    try:
+        target = egress.parse(url, schemes=("https", "http", "wss", "ws"))
+    except egress.InvalidURL:
+        return None
+    return (target.scheme, target.host, target.port)
+
+
+def _key_stays_with_its_origin(saved_url: str, new_url: str) -> None:
+    """A saved key goes only where it was saved for: a URL moved to another scheme, host or
+    port needs the key typed again. Otherwise anyone allowed to edit the URL (an API key
+    with a narrow scope, an admin) could send a key they may not read to a host of theirs."""
+    if saved_url and _origin(saved_url) != _origin(new_url):
+        raise ValidationError(
+            {"api_key": ["Enter the key again: the URL now points to another host, scheme "
+                         "or port, and a saved key goes only where it was saved for."]}
+        )  # fmt: skip
 
 
 def _clean_model(model: str) -> str:
