@@ -35,14 +35,17 @@ before anything is read, and each chunk row is filtered on the workspace again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from django.conf import settings
@@ -50,9 +53,9 @@ from django.db import connection
 from django.utils.crypto import salted_hmac
 from threadpoolctl import threadpool_limits
 
-from knowledge_app import embedders
+from knowledge_app import embedders, embedding_provider
 from knowledge_app.embedders import Embedder
-from knowledge_app.embedding_provider import EmbeddingFailed
+from knowledge_app.embedding_provider import EmbeddingFailed, Endpoint
 from knowledge_app.models import Chunk, KnowledgeBase
 
 logger = logging.getLogger(__name__)
@@ -289,10 +292,32 @@ def _load_vectors(
 
 
 vectors = _VectorCache(CACHE_MAX_FLOATS)
-# No database in these threads: they only embed. The offline model runs one at a time
-# anyway; a provider's questions wait on sockets, a few at once.
+# No database in this thread: it only embeds. The offline model runs one at a time anyway.
 _embedder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowledge-embed")
-_remote = ThreadPoolExecutor(max_workers=4, thread_name_prefix="knowledge-embed-remote")
+
+
+class _RemoteLoop:
+    """One event loop on a thread of its own for providers' questions: each waits on its
+    socket, so however many are slow (each workspace has its share in flight), another
+    workspace's question is sent at once. (A pool of a few threads would have queued it
+    behind slow providers until they timed out, and its turn's search with it.)"""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = 0
+
+    def submit(self, work: Coroutine[Any, Any, np.ndarray]) -> Future[np.ndarray]:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():  # none yet, or forked since
+                self._loop, self._pid = asyncio.new_event_loop(), os.getpid()
+                threading.Thread(
+                    target=self._loop.run_forever, name="knowledge-embed-remote", daemon=True
+                ).start()
+            return asyncio.run_coroutine_threadsafe(work, self._loop)
+
+
+_remote = _RemoteLoop()
 
 
 class _Questions:
@@ -316,25 +341,39 @@ class _Questions:
             if self._busy.get(workspace_id, 0) >= settings.KNOWLEDGE_WORKSPACE_SEARCH_CONCURRENCY:
                 return None
             self._busy[workspace_id] = self._busy.get(workspace_id, 0) + 1
-        pool = _embedder if embedder.endpoint is None else _remote
         try:
-            return pool.submit(self._embed, key, embedder)
+            if embedder.endpoint is None:
+                return _embedder.submit(self._embed, key, embedder)
+            return _remote.submit(self._embed_remote(key, embedder.endpoint))
         except BaseException:
             self._release(workspace_id)
             raise
 
     def _embed(self, key: tuple[int, str, str], embedder: Embedder) -> np.ndarray:
-        timeout_s = float(settings.KNOWLEDGE_EMBEDDING_QUESTION_TIMEOUT_S)
         try:
-            vector: np.ndarray = embedder.embed([key[2]], timeout_s=timeout_s)[0]
+            vector: np.ndarray = embedder.embed([key[2]])[0]
         finally:
             self._release(key[0])
+        self._keep(key, vector)
+        return vector
+
+    async def _embed_remote(self, key: tuple[int, str, str], endpoint: Endpoint) -> np.ndarray:
+        timeout_s = float(settings.KNOWLEDGE_EMBEDDING_QUESTION_TIMEOUT_S)
+        try:
+            vector: np.ndarray = (
+                await embedding_provider.embed_async(endpoint, [key[2]], timeout_s=timeout_s)
+            )[0]
+        finally:
+            self._release(key[0])
+        self._keep(key, vector)
+        return vector
+
+    def _keep(self, key: tuple[int, str, str], vector: np.ndarray) -> None:
         with self._lock:
             self._recent[key] = (time.monotonic(), vector)
             self._recent.move_to_end(key)
             while len(self._recent) > QUESTION_CACHE_MAX:
                 self._recent.popitem(last=False)
-        return vector
 
     def _release(self, workspace_id: int) -> None:
         with self._lock:

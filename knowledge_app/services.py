@@ -580,10 +580,26 @@ def _embedder_of(document: Document) -> Embedder:
 
 
 def _embed_all(document: Document, embedder: Embedder, texts: list[str]) -> np.ndarray:
-    """Every text's vector, a batch at a time (the progress moves on after each)."""
+    """Every text's vector, a batch at a time (the progress moves on after each), all of
+    them within KNOWLEDGE_EMBEDDING_DOCUMENT_TIMEOUT_S."""
+    budget = float(settings.KNOWLEDGE_EMBEDDING_DOCUMENT_TIMEOUT_S)
+    deadline = time.monotonic() + budget
     parts: list[np.ndarray] = []
+    too_long = EmbeddingFailed(
+        f"Embedding this document's passages took longer than {budget:g} s "
+        "(KNOWLEDGE_EMBEDDING_DOCUMENT_TIMEOUT_S)."
+    )
     for start in range(0, len(texts), embedder.batch):
-        parts.append(embedder.embed(texts[start : start + embedder.batch]))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise too_long
+        timeout = min(float(settings.KNOWLEDGE_EMBEDDING_TIMEOUT_S), left)
+        try:
+            parts.append(embedder.embed(texts[start : start + embedder.batch], timeout_s=timeout))
+        except EmbeddingFailed:
+            if time.monotonic() >= deadline:
+                raise too_long from None
+            raise
         if parts[-1].shape[1] != parts[0].shape[1]:
             raise EmbeddingFailed("The embedding provider's vectors changed length midway.")
         done = min(len(texts), start + embedder.batch)

@@ -661,6 +661,15 @@ KNOWLEDGE_EMBEDDING_BATCH = env_int("KNOWLEDGE_EMBEDDING_BATCH", 64, minimum=1)
 KNOWLEDGE_EMBEDDING_TIMEOUT_S = env_float("KNOWLEDGE_EMBEDDING_TIMEOUT_S", 30.0)
 KNOWLEDGE_EMBEDDING_QUESTION_TIMEOUT_S = env_float("KNOWLEDGE_EMBEDDING_QUESTION_TIMEOUT_S", 3.0)
 KNOWLEDGE_EMBEDDING_MAX_DIMENSIONS = env_int("KNOWLEDGE_EMBEDDING_MAX_DIMENSIONS", 4096, minimum=8)
+# All of one document's requests together: a provider that answers each just in time must
+# not keep a knowledge worker past its workspace's slot (which would then lapse, and let
+# that workspace take one more worker).
+KNOWLEDGE_EMBEDDING_DOCUMENT_TIMEOUT_S = env_float("KNOWLEDGE_EMBEDDING_DOCUMENT_TIMEOUT_S", 600.0)
+if not 0 < KNOWLEDGE_EMBEDDING_DOCUMENT_TIMEOUT_S < KNOWLEDGE_INDEX_SLOT_TTL_S / 2:
+    raise ImproperlyConfigured(
+        "KNOWLEDGE_EMBEDDING_DOCUMENT_TIMEOUT_S must be above 0 and below half of "
+        "KNOWLEDGE_INDEX_SLOT_TTL_S (a document's parsing and fetching share the slot)"
+    )
 
 # Request bodies (platform_site/body_limit.py, docs/limits.md): refused with 413 before they
 # are held in memory; the upload routes take a document and its multipart wrapping.
