@@ -36,7 +36,10 @@ Kind = ProviderCredential.Kind
 def _key_field(*, required: bool, replacing: bool) -> forms.CharField:
     help_text = "Write-only: after saving, nobody can read it here, not even you."
     if replacing:
-        help_text = "Leave empty to keep the key you saved. " + help_text
+        help_text = (
+            "Leave empty to keep the key you saved (a URL on another host needs it again). "
+            + help_text
+        )
     return forms.CharField(
         label="API key",
         required=required,

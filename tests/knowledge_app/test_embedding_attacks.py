@@ -113,9 +113,12 @@ def test_a_saved_key_is_not_sent_to_a_host_the_url_is_moved_to(
         format="json",
     )  # fmt: skip
     assert retyped.status_code == 200, retyped.content
-    assert provider_credentials.credential_open(
-        credential=ProviderCredential.objects.get(workspace=owner.workspace, name="small")
-    ) == "sk-other-1234567"
+    assert (
+        provider_credentials.credential_open(
+            credential=ProviderCredential.objects.get(workspace=owner.workspace, name="small")
+        )
+        == "sk-other-1234567"
+    )
 
 
 def test_an_llm_connection_keeps_its_key_on_its_own_host_too(owner: Tenant) -> None:
