@@ -156,6 +156,8 @@ class Conversation:
         except speech.TooLong:
             return Reply(error=TOO_LONG, heard="")
         self._count({"tts_characters": len(text)})  # the user's voice is synthesized too
+        if not pcm:  # nothing to say ("…", symbols): no words to wait the turn's timeout for
+            return Reply(error=NOT_HEARD, heard="")
         audio = _silence(LEAD_SILENCE_MS) + pcm + _silence(TRAIL_SILENCE_MS)
         for start in range(0, len(audio), FRAME_BYTES):
             await self.session.push_audio(audio[start : start + FRAME_BYTES])

@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core.storable import storable, strings_mapped
 from engine import protocol
 from engine.providers.base import LLM
 from engine.providers.resilience import resilient_llm
@@ -50,6 +51,9 @@ def agent_test_save(
     cleaned = checks.turns_clean(turns)
     if not isinstance(tool_results or {}, dict):
         raise ValidationError({"tool_results": ["an object: {tool name: result}"]})
+    for field, value in (("turns", cleaned), ("tool_results", tool_results or {})):
+        if strings_mapped(value, storable) != value:  # a NUL or a lone surrogate: a DataError
+            raise ValidationError({field: ["no NUL characters or lone UTF-16 surrogates"]})
     existing = AgentTest.objects.filter(workspace=agent.workspace, agent=agent)
     if not existing.filter(name=name).exists() and existing.count() >= settings.AGENT_TESTS_MAX:
         raise ValidationError({"name": [f"an agent has at most {settings.AGENT_TESTS_MAX} tests"]})
@@ -197,6 +201,7 @@ def test_run_execute(*, run_id: int) -> TestRun:
 
 def _finish(run: TestRun, status: str, message: str) -> TestRun:
     run.status, run.message, run.finished_at = status, message[:500], timezone.now()
+    run.results = strings_mapped(run.results, storable)  # what the agent's LLM wrote
     run.save(update_fields=["status", "message", "finished_at", "results"])
     return run
 
@@ -378,6 +383,9 @@ def _simulated_turn(line: str, reply: Reply, voice: bool) -> list[dict[str, Any]
 def _simulation_finish(simulation: Simulation, status: str, message: str) -> Simulation:
     simulation.status, simulation.message = status, message[:500]
     simulation.finished_at = timezone.now()
+    # What the LLMs wrote (the simulated user's lines, the agent's, the judge's reasons).
+    simulation.transcript = strings_mapped(simulation.transcript, storable)
+    simulation.verdicts = strings_mapped(simulation.verdicts, storable)
     simulation.save(update_fields=["status", "message", "finished_at", "transcript", "verdicts"])
     return simulation
 

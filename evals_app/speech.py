@@ -42,7 +42,11 @@ def offline_speech_required(field: str) -> None:
 
 async def spoken(text: str) -> bytes:
     """``text`` in the offline voice: PCM16 mono at the rate a browser's microphone sends.
-    Raises ``TooLong`` once the audio passes AGENT_TEST_SPOKEN_MAX_S."""
+    Raises ``TooLong`` for a line past SPOKEN_TEXT_MAX characters, before any of it is
+    synthesized (a run's ``spoken: true`` takes typed lines, and a voice simulation the
+    simulated user's, of any length), and once the audio passes AGENT_TEST_SPOKEN_MAX_S."""
+    if len(text) > SPOKEN_TEXT_MAX:
+        raise TooLong
     limit = settings.AGENT_TEST_SPOKEN_MAX_S * protocol.CLIENT_SAMPLE_RATE * 2
     audio = bytearray()
     voice = LocalTTS(sample_rate=protocol.CLIENT_SAMPLE_RATE)
