@@ -114,18 +114,19 @@ def knowledge_base_set_embedding(
     """Embed the base with the workspace's embedding connection of that name (None or "":
     the offline model). Another vector space has every document embedded again, off the
     request; until each is, searches find its passages by full text alone."""
-    connection = None
-    if connection_name:
-        connection = provider_credentials.embedding_connection_get(
-            workspace_id=base.workspace_id, name=connection_name
-        )
-        if connection is None:
-            raise ValidationError(
-                {"embedding_connection": [f"This workspace has no embedding connection "
-                                          f"named {connection_name[:64]!r}."]}
-            )  # fmt: skip
-    before = embedders.space_of(base.embedding_connection)
     with transaction.atomic():
+        connection = None
+        if connection_name:
+            # Locked until the base points at it: a delete waits, then sees it in use.
+            connection = provider_credentials.embedding_connection_get(
+                workspace_id=base.workspace_id, name=connection_name, lock=True
+            )
+            if connection is None:
+                raise ValidationError(
+                    {"embedding_connection": [f"This workspace has no embedding connection "
+                                              f"named {connection_name[:64]!r}."]}
+                )  # fmt: skip
+        before = embedders.space_of(base.embedding_connection)
         base.embedding_connection = connection
         base.save(update_fields=["embedding_connection"])
         queued = 0 if embedders.space_of(connection) == before else _reembed_base(base)
@@ -177,7 +178,21 @@ def embedding_connection_set(
 def embedding_connection_delete(
     *, workspace: Workspace, connection: ProviderCredential, actor: Actor = SYSTEM
 ) -> None:
-    """Refused while a knowledge base embeds with it: its passages' vectors are that model's."""
+    """Refused while a knowledge base embeds with it: its passages' vectors are that model's.
+    The row is locked first, so a base choosing it at the same moment either waits and
+    finds it gone, or is seen here (never a foreign key broken at commit: a 500)."""
+    with transaction.atomic():
+        locked = provider_credentials.embedding_connection_get(
+            workspace_id=workspace.pk, name=connection.name, lock=True
+        )
+        if locked is None:
+            return
+        _embedding_connection_delete(workspace, locked, actor)
+
+
+def _embedding_connection_delete(
+    workspace: Workspace, connection: ProviderCredential, actor: Actor
+) -> None:
     using = sorted(
         KnowledgeBase.objects.filter(
             workspace=workspace, embedding_connection=connection

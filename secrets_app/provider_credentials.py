@@ -137,11 +137,15 @@ def credential_open(*, credential: ProviderCredential) -> str | None:
     return _opened_key(credential)
 
 
-def embedding_connection_get(*, workspace_id: int, name: str) -> ProviderCredential | None:
-    """The workspace's embedding connection of that name (None: it has none so named)."""
-    return ProviderCredential.objects.filter(
+def embedding_connection_get(
+    *, workspace_id: int, name: str, lock: bool = False
+) -> ProviderCredential | None:
+    """The workspace's embedding connection of that name (None: it has none so named);
+    ``lock``: its row locked until the caller's transaction ends."""
+    rows = ProviderCredential.objects.filter(
         workspace_id=workspace_id, kind=Kind.EMBEDDING, name=name
-    ).first()
+    )
+    return (rows.select_for_update() if lock else rows).first()
 
 
 # ---------------------------------------------------------------- writes

@@ -280,3 +280,79 @@ async def test_a_provider_answering_each_batch_just_in_time_cannot_outlast_the_s
 
 def _one_vector() -> dict[str, Any]:
     return {"data": [{"index": 0, "embedding": [0.5] * 32}]}
+
+
+# ---------------------------------------------------------------- races and scopes
+
+
+def _in_thread(call: Any) -> Any:
+    try:
+        return call()
+    finally:
+        db.connection.close()
+
+
+def test_deleting_a_connection_while_a_base_chooses_it_is_never_a_server_error(
+    owner: Tenant, owner_api: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delete has checked that no base uses the connection and is about to delete it;
+    a base chooses it at that moment. Unlocked, the base's choice committed and the delete
+    then failed on the foreign key (500), or the other way round."""
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True
+    _connection(owner, "http://127.0.0.1:9/v1")
+    base = _base(owner, None)
+    checked, go_on = threading.Event(), threading.Event()
+    delete = provider_credentials.provider_credential_delete
+
+    def paused_delete(**kwargs: Any) -> None:
+        checked.set()
+        go_on.wait(10)
+        delete(**kwargs)
+
+    monkeypatch.setattr(provider_credentials, "provider_credential_delete", paused_delete)
+    base_path = f"/api/v1/knowledge-bases/{base.uid}/embedding"
+    with ThreadPoolExecutor(max_workers=2) as threads:
+        deleting = threads.submit(
+            _in_thread, lambda: owner_api.delete("/api/v1/knowledge-embedding-connections/small")
+        )
+        assert checked.wait(10)
+        choosing = threads.submit(
+            _in_thread, lambda: api_client(owner.secret_key).put(
+                base_path, {"connection": "small"}, format="json"
+            ),
+        )  # fmt: skip
+        time.sleep(0.5)
+        go_on.set()
+        deleted, chose = deleting.result(15), choosing.result(15)
+    assert (deleted.status_code, chose.status_code) in ((204, 400), (400, 200)), (
+        deleted.content, chose.content,
+    )  # fmt: skip
+    base.refresh_from_db()
+    exists = ProviderCredential.objects.filter(workspace=owner.workspace, name="small").exists()
+    assert exists == (base.embedding_connection_id is not None)
+
+
+def test_a_key_without_the_knowledge_scope_reaches_no_embedding_endpoint(
+    owner: Tenant, settings: Any
+) -> None:
+    settings.DEV_ALLOW_PRIVATE_EGRESS = True
+    _connection(owner, "http://127.0.0.1:9/v1")
+    base = _base(owner, None)
+    _, key = secret_services.api_key_create(
+        workspace=owner.workspace, kind=ApiKey.Kind.SECRET, label="agents only",
+        scopes=["agents"],
+    )  # fmt: skip
+    client = api_client(key)
+    body = {"name": "x", "base_url": "https://a.example/v1", "model": "m", "api_key": "k-123456"}
+    answers = [
+        client.get("/api/v1/knowledge-embedding-connections"),
+        client.post("/api/v1/knowledge-embedding-connections", body, format="json"),
+        client.get("/api/v1/knowledge-embedding-connections/small"),
+        client.delete("/api/v1/knowledge-embedding-connections/small"),
+        client.put(
+            f"/api/v1/knowledge-bases/{base.uid}/embedding", {"connection": "small"},
+            format="json",
+        ),
+    ]  # fmt: skip
+    assert [answer.status_code for answer in answers] == [403] * 5
+    assert ProviderCredential.objects.filter(workspace=owner.workspace).count() == 1
