@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,8 +17,8 @@ from asgiref.sync import sync_to_async
 from django import db
 from django.core.exceptions import ValidationError
 
-from knowledge_app import dispatch, search, services
-from knowledge_app.models import Document, KnowledgeBase
+from knowledge_app import search, services
+from knowledge_app.models import KnowledgeBase
 from secrets_app import provider_credentials
 from secrets_app import services as secret_services
 from secrets_app.models import ApiKey, ProviderCredential
@@ -27,42 +26,18 @@ from tests.conftest import api_client
 from tests.engine.providers.llm.openai import fake_server as fake_openai
 from tests.factories import Tenant, make_tenant
 from tests.fakes.openai_embeddings import FakeEmbeddingsServer
+from tests.knowledge_app import test_embedding_connections as embedding_tests
+from tests.knowledge_app.test_embedding_connections import KEY, _upload
+from tests.knowledge_app.test_embedding_connections import _base_with as _base
+from tests.knowledge_app.test_embedding_connections import _connection as embedding_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KEY = "sk-embed-attack-9d2e71c04b5a8f3e6d1c"
-PASSAGES = "\n\n".join(
-    f"Topic {n}: the warranty covers part {n} for two years. " + "filler words here " * 40
-    for n in range(6)
-).encode()
-
-
-@pytest.fixture
-async def provider(settings: Any) -> AsyncIterator[FakeEmbeddingsServer]:
-    settings.DEV_ALLOW_PRIVATE_EGRESS = True  # the fakes are on loopback
-    settings.KNOWLEDGE_EMBEDDING_BATCH = 8
-    settings.KNOWLEDGE_EMBEDDING_TIMEOUT_S = 2.0
-    settings.KNOWLEDGE_EMBEDDING_QUESTION_TIMEOUT_S = 2.0
-    async with FakeEmbeddingsServer(dimensions=32) as server:
-        yield server
+provider = embedding_tests.provider  # the fake /embeddings server, on loopback
 
 
 def _connection(tenant: Tenant, url: str, name: str = "small") -> ProviderCredential:
-    return services.embedding_connection_set(
-        workspace=tenant.workspace, name=name, base_url=url, model="embed-1", api_key=KEY
-    )
-
-
-def _base(tenant: Tenant, connection: str | None, name: str = "Policies") -> KnowledgeBase:
-    base = services.knowledge_base_create(workspace=tenant.workspace, name=name)
-    return services.knowledge_base_set_embedding(base=base, connection_name=connection)
-
-
-def _upload(base: KnowledgeBase, content: bytes = PASSAGES) -> Document:
-    document = services.document_upload(base=base, filename="policy.txt", content=content)
-    dispatch.wait_idle()
-    document.refresh_from_db()
-    return document
+    return embedding_connection(tenant, url, name=name)
 
 
 def _knowledge_only_client(tenant: Tenant) -> Any:
@@ -136,7 +111,8 @@ def test_an_llm_connection_keeps_its_key_on_its_own_host_too(owner: Tenant) -> N
 
 
 async def test_a_key_spelled_in_json_escapes_past_the_cut_never_reaches_the_error(
-    owner: Tenant, provider: FakeEmbeddingsServer
+    owner: Tenant,
+    provider: FakeEmbeddingsServer,
 ) -> None:
     """The provider's message is cut to 200 characters: masked after the cut, a key that
     straddles it kept its first half. Escaped as ``\\u0073…`` the raw bytes do not spell it;
@@ -153,8 +129,11 @@ async def test_a_key_spelled_in_json_escapes_past_the_cut_never_reaches_the_erro
 
 
 async def test_a_number_past_a_floats_range_fails_the_document_with_our_sentence(
-    owner: Tenant, provider: FakeEmbeddingsServer
+    owner: Tenant,
+    provider: FakeEmbeddingsServer,
+    settings: Any,
 ) -> None:
+    settings.KNOWLEDGE_EMBEDDING_BATCH = 8  # the six passages in one request
     huge = b"1" + b"0" * 400  # an integer literal: Python reads it, no float holds it
     row = b'{"index": %d, "embedding": [' + huge + b", 0.5]}"
     body = b'{"data": [' + b", ".join(row % i for i in range(6)) + b"]}"
@@ -191,7 +170,9 @@ def _slow_workspace(n: int, url: str) -> tuple[Tenant, KnowledgeBase]:
 
 
 async def test_hanging_providers_of_other_workspaces_do_not_hold_up_a_question(
-    owner: Tenant, provider: FakeEmbeddingsServer, settings: Any
+    owner: Tenant,
+    provider: FakeEmbeddingsServer,
+    settings: Any,
 ) -> None:
     """Three workspaces whose providers never answer, each with its share of questions in
     flight (more than a small pool of threads): another workspace's question is still sent
@@ -260,7 +241,9 @@ class _Silent:
 
 
 async def test_a_provider_answering_each_batch_just_in_time_cannot_outlast_the_slot(
-    owner: Tenant, provider: FakeEmbeddingsServer, settings: Any
+    owner: Tenant,
+    provider: FakeEmbeddingsServer,
+    settings: Any,
 ) -> None:
     """Each batch answered just before its own timeout: without a budget for the whole
     document, the job would outlive its workspace's indexing slot, which then lapses and
