@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -186,8 +187,12 @@ def test_run_execute(*, run_id: int) -> TestRun:
         return _finish(run, Status.ERROR, missing)
     mode = "voice" if spoken else "text"
     usage: dict[str, int] = {}
+    deadline = _deadline(run.created_at)
     try:
-        results = [async_to_sync(_run_test)(run, test, usage) for test in tests]
+        results = [async_to_sync(_run_test)(run, test, usage, deadline) for test in tests]
+    except OutOfTime as late:
+        _meter(run.agent, run.version, usage, "test run", mode)
+        return _finish(run, Status.ERROR, str(late))
     except Exception as error:  # any failure finishes the run; its text may hold a key
         logger.warning("test run %s failed: %s", run.uid, type(error).__name__)
         _meter(run.agent, run.version, usage, "test run", mode)
@@ -206,7 +211,32 @@ def _finish(run: TestRun, status: str, message: str) -> TestRun:
     return run
 
 
-async def _run_test(run: TestRun, test: AgentTest, usage: dict[str, int]) -> dict[str, Any]:
+class OutOfTime(Exception):
+    """A run or a simulation reached its deadline (a sentence of ours)."""
+
+
+def _deadline(created_at: datetime) -> float:
+    """When (``time.monotonic``) a run or simulation stops starting turns: its last turn
+    and judging end before the stuck sweep would finish it as ``error`` and free its
+    in-flight place while its worker went on (a workspace could then hold one more worker
+    every EVALS_STUCK_AFTER_MIN with runs of slow turns)."""
+    sweep = created_at + timedelta(minutes=settings.EVALS_STUCK_AFTER_MIN)
+    margin = 2.0 * settings.AGENT_TEST_TURN_TIMEOUT_S
+    left: float = (sweep - timezone.now()).total_seconds() - margin
+    return time.monotonic() + left
+
+
+def _in_time(deadline: float) -> None:
+    if time.monotonic() > deadline:
+        raise OutOfTime(
+            f"stopped: it would have run past {settings.EVALS_STUCK_AFTER_MIN} minutes "
+            "(EVALS_STUCK_AFTER_MIN); fewer or shorter turns, or an LLM that answers sooner"
+        )
+
+
+async def _run_test(
+    run: TestRun, test: AgentTest, usage: dict[str, int], deadline: float
+) -> dict[str, Any]:
     agent, version = run.agent, run.version
     plan = await database_sync_to_async(_plan)(agent, version)
     judge_llm = resilient_llm((await database_sync_to_async(_plan)(agent, version)).llm)
@@ -222,6 +252,7 @@ async def _run_test(run: TestRun, test: AgentTest, usage: dict[str, int]) -> dic
     await conversation.start()
     try:
         for expected, aloud in zip(test.turns, spoken, strict=True):
+            _in_time(deadline)
             line = expected["user"]
             say = conversation.say_aloud if aloud else conversation.say
             reply = await say(line)
@@ -232,10 +263,10 @@ async def _run_test(run: TestRun, test: AgentTest, usage: dict[str, int]) -> dic
             turns.append(_turn_result(line, reply, results))
             if reply.error:
                 break
-    finally:
+    finally:  # what it used counts, whether or not it ran to its end
         await conversation.close()
-    for name, value in conversation.usage.items():
-        usage[name] = usage.get(name, 0) + value
+        for name, value in conversation.usage.items():
+            usage[name] = usage.get(name, 0) + value
     passed = bool(turns) and all(c["passed"] for t in turns for c in t["checks"])
     passed = passed and len(turns) == len(test.turns)
     return {"test": test.name, "passed": passed, "turns": turns}
@@ -307,7 +338,12 @@ def simulation_execute(*, simulation_id: int) -> Simulation:
     usage: dict[str, int] = {}
     meter = (simulation.agent, simulation.version, usage, "simulation", simulation.mode)
     try:
-        transcript, verdicts = async_to_sync(_simulate)(simulation, usage)
+        transcript, verdicts = async_to_sync(_simulate)(
+            simulation, usage, _deadline(simulation.created_at)
+        )
+    except OutOfTime as late:
+        _meter(*meter)
+        return _simulation_finish(simulation, Status.ERROR, str(late))
     except Exception as error:  # any failure finishes the simulation; its text may hold a key
         logger.warning("simulation %s failed: %s", simulation.uid, type(error).__name__)
         _meter(*meter)
@@ -326,7 +362,7 @@ def simulation_execute(*, simulation_id: int) -> Simulation:
 
 
 async def _simulate(
-    simulation: Simulation, usage: dict[str, int]
+    simulation: Simulation, usage: dict[str, int], deadline: float
 ) -> tuple[list[dict[str, Any]], list[tuple[str, judge.Verdict]]]:
     """The conversation (each line as said; in voice mode the user's also as heard, the
     agent's with its audio's length), and each criterion's verdict on what was heard."""
@@ -346,6 +382,7 @@ async def _simulate(
     await conversation.start()
     try:
         for _ in range(simulation.max_turns):
+            _in_time(deadline)
             line = await judge.user_line(
                 llm, persona=simulation.persona, goal=simulation.goal, turns=said
             )
@@ -358,9 +395,9 @@ async def _simulate(
             transcript += _simulated_turn(line, reply, voice)
             if reply.error:
                 break
-    finally:
+    finally:  # what it used counts, whether or not it ran to its end
         await conversation.close()
-    usage.update(conversation.usage)
+        usage.update(conversation.usage)
     verdicts = [
         (criterion, await judge.judge(llm, criterion=criterion, turns=heard))
         for criterion in simulation.criteria

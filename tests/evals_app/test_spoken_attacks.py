@@ -15,8 +15,9 @@ from asgiref.sync import sync_to_async
 
 from engine.providers.tts.local import adapter as local_tts
 from evals_app import speech
+from sessions_app.models import Session
 from tests.conftest import api_client
-from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer, text_reply
+from tests.engine.providers.llm.openai.fake_server import Delay, FakeOpenAIServer, text_reply
 from tests.evals_app.test_spoken import _agent, _get, _post, _run
 from tests.factories import Tenant
 
@@ -183,3 +184,26 @@ async def test_an_llm_writing_a_nul_still_finishes_the_run_and_the_simulation(
         await _get(owner, f"agents/weather/simulations?batch={started.json()[0]['batch']}")
     ).json()
     assert result["status"] in ("passed", "failed"), result
+
+
+async def test_a_run_of_slow_turns_stops_before_the_stuck_sweep_would_free_its_place(
+    owner: Tenant, llm: FakeOpenAIServer, eager: Any
+) -> None:
+    """Turns that each take nearly the turn's timeout (an LLM of the workspace's that
+    crawls): left to run, the run outlived EVALS_STUCK_AFTER_MIN, the sweep freed its
+    in-flight place while its worker went on, and the workspace could start another on a
+    second worker, and so on."""
+    eager.AGENT_TEST_TURN_TIMEOUT_S = 1
+    eager.EVALS_STUCK_AFTER_MIN = 4 / 60  # 4 s: a deadline 2 s after the run was queued
+    await _agent(owner)
+    turns = [{"user": f"Question {n}?"} for n in range(12)]
+    saved = await _post(owner, "agents/weather/tests", {"name": "slow", "turns": turns})
+    assert saved.status_code == 201, saved.content
+    for _ in turns:
+        llm.script(Delay(0.7), text_reply("Fine."))
+    started = time.monotonic()
+    run = await _run(owner, {})
+    assert run["status"] == "error" and "EVALS_STUCK_AFTER_MIN" in run["message"], run
+    assert time.monotonic() - started < 6, time.monotonic() - started  # not 12 x 0.7 s
+    metered = await sync_to_async(Session.objects.get)(workspace=owner.workspace, origin="test run")
+    assert metered.usage, metered.usage  # what it used before it stopped still counts
