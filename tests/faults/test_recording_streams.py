@@ -1,0 +1,110 @@
+"""A long recording played through its signed URL from a real daphne, on the filesystem and
+from a real S3-compatible server (moto's, on loopback): the web process does not grow by
+the recording's size, whether the player asks for all of it or seeks to a few bytes (it grew
+by the whole decrypted WAV for every request before, and on S3 by the whole object too)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import httpx
+import pytest
+from moto.server import ThreadedMotoServer
+
+from tests.faults.processes import Daphne, Platform, _manage, prepare_platform
+
+pytestmark = pytest.mark.slow
+
+RECORDED_S = 900  # 15 minutes: a 58 MB WAV
+MAX_GROWTH_MB = 20
+
+_MAKE_RECORDING = f"""
+import json, os
+from django.utils import timezone
+from secrets_app.models import Workspace
+from sessions_app import recordings
+from sessions_app.models import Session
+workspace = Workspace.objects.order_by("pk").first()
+session = Session.objects.create(workspace=workspace, ended_at=timezone.now())
+capture = recordings.capture_new()
+second = os.urandom(32_000)
+for _ in range({RECORDED_S}):
+    capture.caller(second)
+recording = recordings.recording_store(session=session, capture=capture)
+path, _ = recordings.recording_url(recording=recording)
+print(json.dumps({{"path": path, "size": recording.size_bytes}}))
+"""
+
+
+def _resident_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.fixture(scope="module", params=["filesystem", "s3"])
+def web(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Daphne, dict[str, int | str]]]:
+    var = tmp_path_factory.mktemp("recording-streams") / "var"
+    var.mkdir()
+    platform: Platform = prepare_platform(var, redis_url="", llm_base_url="http://127.0.0.1:9/v1")
+    server = None
+    if request.param == "s3":
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        endpoint, bucket = f"http://{host}:{port}", f"streams-{uuid.uuid4().hex[:12]}"
+        boto3.client(
+            "s3", endpoint_url=endpoint, region_name="us-east-1",
+            aws_access_key_id="test-key", aws_secret_access_key="test-secret",
+        ).create_bucket(Bucket=bucket)  # fmt: skip
+        platform.env.update(
+            RECORDINGS_S3_BUCKET=bucket, RECORDINGS_S3_ENDPOINT_URL=endpoint,
+            RECORDINGS_S3_REGION="us-east-1", RECORDINGS_S3_ACCESS_KEY_ID="test-key",
+            RECORDINGS_S3_SECRET_ACCESS_KEY="test-secret",
+        )  # fmt: skip
+    made = json.loads(_manage(platform.env, "shell", "-v", "0", "-c", _MAKE_RECORDING))
+    daphne = Daphne(platform)
+    yield daphne, made
+    daphne.stop()
+    if server is not None:
+        server.stop()
+
+
+def _growth_while_reading(daphne: Daphne, url: str, headers: dict[str, str]) -> tuple[float, int]:
+    """How much daphne grew while a player read the first bytes and waited; the status."""
+    before = _resident_mb(daphne.pid)
+    peak = before
+    with httpx.stream("GET", url, headers=headers, timeout=60) as response:
+        status = response.status_code
+        for _ in response.iter_raw(64 * 1024):
+            break
+        deadline = time.monotonic() + 3  # the server has had time to read all of it
+        while time.monotonic() < deadline:
+            peak = max(peak, _resident_mb(daphne.pid))
+            time.sleep(0.1)
+    return peak - before, status
+
+
+@pytest.mark.parametrize(
+    "headers", [{}, {"Range": "bytes=0-"}, {"Range": "bytes=30000000-30000999"}],
+    ids=["whole", "open-range", "seek"],
+)  # fmt: skip
+def test_playing_a_long_recording_does_not_hold_it_in_the_web_process(
+    web: tuple[Daphne, dict[str, int | str]], headers: dict[str, str]
+) -> None:
+    daphne, made = web
+    size_mb = int(made["size"]) / 1024 / 1024
+    assert size_mb > 50
+    for _ in range(2):  # the first request warms up what any request imports
+        grown, status = _growth_while_reading(daphne, f"{daphne.url}{made['path']}", headers)
+    assert status in (200, 206)
+    assert grown < MAX_GROWTH_MB, f"daphne grew {grown:.0f} MB serving a {size_mb:.0f} MB WAV"
+    assert daphne.healthz() == 200
