@@ -20,7 +20,9 @@ from django.views.decorators.http import require_GET
 
 from sessions_app import recordings
 
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# ASCII digits, at most 18 of them: a position past any recording, never an int() that
+# refuses thousands of digits (a 500) or a big number's arithmetic.
+_RANGE = re.compile(r"bytes=([0-9]{0,18})-([0-9]{0,18})")
 
 
 def _range(header: str, size: int) -> tuple[int, int] | bool | None:
@@ -39,9 +41,9 @@ def _range(header: str, size: int) -> tuple[int, int] | bool | None:
 
 async def _pulled(chunks: Generator[bytes]) -> AsyncIterator[bytes]:
     """``chunks`` served under ASGI one piece at a time, off the event loop."""
-    pull = sync_to_async(next, thread_sensitive=False)
+    pull = sync_to_async(lambda: next(chunks, None), thread_sensitive=False)
     try:
-        while (piece := await pull(chunks, None)) is not None:
+        while (piece := await pull()) is not None:
             yield piece
     finally:  # a player that went away: the stored object is closed now
         await sync_to_async(chunks.close, thread_sensitive=False)()

@@ -61,6 +61,9 @@ def recording_store(*, session: Session, capture: AudioCapture) -> Recording | N
     heard or said. The capture's spool is deleted either way."""
     try:
         capture.finish()
+        if capture.failed:
+            logger.warning("session recording dropped: its spool could not be written")
+            return None
         if capture.frames == 0 or session.zero_retention:
             return None
         recording = Recording(
@@ -79,7 +82,11 @@ def recording_store(*, session: Session, capture: AudioCapture) -> Recording | N
                 sealed.write(piece)
             sealed.seek(0)
             recording.storage_name = storage().save(name, File(sealed, name=name))
-        recording.save()
+        try:
+            recording.save()
+        except Exception:  # the session or its workspace was deleted meanwhile: no orphan
+            _object_delete(recording.storage_name)
+            raise
         return recording
     finally:
         capture.close()
@@ -185,7 +192,7 @@ def recording_from_url(token: str) -> Recording | None:
         claim = signing.TimestampSigner(salt=_URL_SALT).unsign_object(
             token, max_age=settings.RECORDING_URL_TTL_S
         )
-    except signing.BadSignature:  # forged, altered or expired
+    except (signing.BadSignature, ValueError):  # forged, altered, expired, not timestamped
         return None
     if not isinstance(claim, dict) or not isinstance(claim.get("w"), int):
         return None
