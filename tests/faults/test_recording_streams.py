@@ -108,3 +108,19 @@ def test_playing_a_long_recording_does_not_hold_it_in_the_web_process(
     assert status in (200, 206)
     assert grown < MAX_GROWTH_MB, f"daphne grew {grown:.0f} MB serving a {size_mb:.0f} MB WAV"
     assert daphne.healthz() == 200
+
+
+def test_daphnes_access_log_names_no_recording_url(
+    web: tuple[Daphne, dict[str, int | str]],
+) -> None:
+    """The URL is a bearer link for a few minutes: the log says a recording was played."""
+    daphne, made = web
+    path = str(made["path"])
+    assert httpx.get(f"{daphne.url}{path}?download=1", headers={"Range": "bytes=0-9"}).is_success
+    assert httpx.get(f"{daphne.url}{path}x").status_code == 404
+    token = path.rsplit("/", 1)[1]
+    deadline = time.monotonic() + 5
+    while '"GET /recordings/…" 404' not in daphne.log_text():  # written after the 206
+        assert time.monotonic() < deadline, daphne.log_text()[-2000:]
+        time.sleep(0.1)
+    assert token[:16] not in daphne.log_text() and token[-16:] not in daphne.log_text()
