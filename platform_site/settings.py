@@ -264,7 +264,11 @@ def _recordings_storage() -> dict[str, object]:
         location = env_str("RECORDINGS_DIR") or str(VAR_DIR / "recordings")
         return {
             "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": location, "file_permissions_mode": 0o600},
+            "OPTIONS": {
+                "location": location,
+                "file_permissions_mode": 0o600,
+                "directory_permissions_mode": 0o700,
+            },
         }
     options = {
         "bucket_name": bucket,

@@ -24,6 +24,7 @@ from django.test import Client as HttpClient
 from django.utils import timezone
 from moto.server import ThreadedMotoServer
 
+from engine.doors.capture import AudioCapture
 from platform_site import settings as platform_settings
 from postcall_app import retention
 from realtime import records
@@ -388,3 +389,49 @@ def test_rotating_the_keyring_reseals_the_data_key_and_the_recording_still_plays
     monkeypatch.setattr(crypto, "keyring", lambda: only_new)  # the old key dropped
     caller, _ = _channels(b"".join(recordings.recording_open(recording=recording)))
     assert (caller == 32).all() and len(caller) == 8_000
+
+
+async def test_a_full_spool_disk_ends_the_recording_and_the_session_goes_on(
+    tenant: Tenant,
+    llm: fake_openai.FakeOpenAIServer,
+    on_disk: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings.RECORDING_SPOOL_DIR = str(on_disk.parent / "spool")
+    made = recordings.capture_new
+
+    def on_a_full_disk() -> AudioCapture:
+        capture = made()
+        for spool in capture._spools:
+            spool.close()
+        capture._spools = (open("/dev/full", "w+b"), open("/dev/full", "w+b"))  # ENOSPC
+        return capture
+
+    monkeypatch.setattr(recordings, "capture_new", on_a_full_disk)
+    await sync_to_async(_agent)(tenant)
+    session_id = await _call(tenant, llm)  # the greeting, the caller's turn, the reply
+    session = await eventually(
+        lambda: Session.objects.filter(public_id=session_id, ended_at__isnull=False).first()
+    )
+    assert session.close_code == 1000
+    assert not await sync_to_async(Recording.objects.exists)()
+    assert not on_disk.exists()
+    assert "session recording dropped" in caplog.text
+
+
+def test_on_the_filesystem_folders_and_files_are_the_platforms_alone(
+    owner: Tenant, settings: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RECORDINGS_S3_BUCKET", raising=False)
+    monkeypatch.setenv("RECORDINGS_DIR", str(tmp_path / "recordings"))
+    settings.STORAGES = {**settings.STORAGES, "recordings": platform_settings._recordings_storage()}
+    settings.RECORDING_SPOOL_DIR = str(tmp_path / "spool")
+    session = Session.objects.create(workspace=owner.workspace, ended_at=timezone.now())
+    capture = recordings.capture_new()
+    capture.caller(b"\x20\x00" * 8_000)
+    assert recordings.recording_store(session=session, capture=capture) is not None
+    stored = list((tmp_path / "recordings").rglob("*"))
+    assert stored and {path.stat().st_mode & 0o777 for path in stored} <= {0o600, 0o700}
+    assert (tmp_path / "spool").stat().st_mode & 0o777 == 0o700
