@@ -99,8 +99,9 @@ def _agent(tenant: Tenant, **fields: Any) -> None:
     )  # fmt: skip
 
 
-async def _call(tenant: Tenant, llm: fake_openai.FakeOpenAIServer) -> str:
-    """A voice session of the agent: the greeting, a spoken turn, the reply; a clean close."""
+async def _call(tenant: Tenant, llm: fake_openai.FakeOpenAIServer, *, stored: bool = True) -> str:
+    """A voice session of the agent: the greeting, a spoken turn, the reply; a clean close
+    (``stored``: and its recording stored)."""
     llm.script(fake_openai.text_reply(REPLY))
     async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
         await client.send({"type": "configure", "agent": "orders", "mode": "voice"})
@@ -111,7 +112,8 @@ async def _call(tenant: Tenant, llm: fake_openai.FakeOpenAIServer) -> str:
             await client.send_raw(data=frame)
             await asyncio.sleep(FRAME_MS / 1000)
         await client.until("metrics")  # after the reply's tts_done
-    await records.recordings_stored()
+    if stored:
+        await records.recordings_stored()
     return str(uuid.UUID(ready["sessionId"]))  # as the REST API spells it
 
 
@@ -435,3 +437,57 @@ def test_on_the_filesystem_folders_and_files_are_the_platforms_alone(
     stored = list((tmp_path / "recordings").rglob("*"))
     assert stored and {path.stat().st_mode & 0o777 for path in stored} <= {0o600, 0o700}
     assert (tmp_path / "spool").stat().st_mode & 0o777 == 0o700
+
+
+class Blackhole:
+    """An S3 endpoint that accepts connections and never answers (a bucket that hangs)."""
+
+    def __init__(self) -> None:
+        self.connections: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections.append(writer)
+
+        self.server = await asyncio.start_server(held, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in self.connections:
+            writer.transport.abort()
+        await self.server.wait_closed()
+
+
+async def test_a_hung_bucket_delays_neither_the_sessions_end_nor_the_next_session(
+    tenant: Tenant,
+    llm: fake_openai.FakeOpenAIServer,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hole = Blackhole()
+    endpoint = await hole.start()
+    for variable, value in {
+        "RECORDINGS_S3_BUCKET": "hung", "RECORDINGS_S3_ENDPOINT_URL": endpoint,
+        "RECORDINGS_S3_REGION": "us-east-1", "RECORDINGS_S3_ACCESS_KEY_ID": "test-key",
+        "RECORDINGS_S3_SECRET_ACCESS_KEY": "test-secret",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(variable, value)
+    settings.STORAGES = {**settings.STORAGES, "recordings": platform_settings._recordings_storage()}
+    await sync_to_async(_agent)(tenant)
+    try:
+        for _ in range(3):  # more than the threads that store recordings
+            session_id = await _call(tenant, llm, stored=False)
+            await eventually(  # the record closes while its recording hangs
+                lambda sid=session_id: Session.objects.filter(
+                    public_id=sid, ended_at__isnull=False
+                ).exists(),
+                within=5,
+            )
+        assert records._storing and hole.connections  # the stores are still waiting
+    finally:
+        await hole.stop()
+        await asyncio.wait_for(records.recordings_stored(), 120)
+    assert not await sync_to_async(Recording.objects.exists)()
