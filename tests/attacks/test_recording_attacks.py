@@ -35,6 +35,7 @@ from sessions_app.models import Recording, Session
 from tests.conftest import api_client
 from tests.factories import Tenant
 from tests.frontend.dashboard.conftest import logged_in, page
+from tests.sessions_app.recording import recordings_on_disk
 from webhooks_app import payloads
 
 SECONDS = 3  # three sealed chunks of WAV: ranges cross chunk boundaries
@@ -42,16 +43,8 @@ SECONDS = 3  # three sealed chunks of WAV: ranges cross chunk boundaries
 
 @pytest.fixture
 def on_disk(settings: Any, tmp_path: Path) -> Path:
-    folder = tmp_path / "recordings"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "recordings": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(folder)},
-        },
-    }
     settings.RECORDING_SPOOL_DIR = str(tmp_path / "spool")
-    return folder
+    return Path(recordings_on_disk(settings, tmp_path / "recordings"))
 
 
 def _stored(on_disk: Path) -> list[Path]:

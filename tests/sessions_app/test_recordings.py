@@ -35,7 +35,7 @@ from tests.conftest import api_client
 from tests.engine.providers.llm.openai import fake_server as fake_openai
 from tests.factories import Tenant, make_tenant
 from tests.frontend.dashboard.conftest import logged_in, page
-from tests.sessions_app.recording import eventually
+from tests.sessions_app.recording import eventually, recordings_on_disk
 from tests.sessions_app.wsclient import Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -271,15 +271,7 @@ async def test_zero_retention_never_records_whatever_the_agent_says(
 @pytest.fixture
 def on_disk(settings: Any, tmp_path: Any) -> Any:
     """The embedded default: the filesystem (here under the test's own directory)."""
-    folder = tmp_path / "recordings"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "recordings": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(folder)},
-        },
-    }
-    return folder
+    return recordings_on_disk(settings, tmp_path / "recordings")
 
 
 async def test_on_the_filesystem_a_recording_is_sealed_too(
