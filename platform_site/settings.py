@@ -285,7 +285,11 @@ def _recordings_storage() -> dict[str, object]:
         location = env_str("RECORDINGS_DIR") or str(VAR_DIR / "recordings")
         return {
             "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": location, "file_permissions_mode": 0o600},
+            "OPTIONS": {
+                "location": location,
+                "file_permissions_mode": 0o600,
+                "directory_permissions_mode": 0o700,
+            },
         }
     options = {
         "bucket_name": bucket,
@@ -535,6 +539,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"recording_urls": {"()": "platform_site.log_masking.RecordingUrlFilter"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # httpx logs every request's full URL at INFO: a tool's fetch URL may carry a secret
     # value the egress proxy put in (and provider URLs may carry keys).
@@ -545,6 +550,8 @@ LOGGING = {
         # unparsable bodies with their text) and what is sent (tool arguments: what the
         # caller said): silenced; mcp_app logs its own fixed sentences instead.
         "mcp": {"level": "CRITICAL", "propagate": False, "handlers": []},
+        # "Not Found: /recordings/<token>": a recording's signed URL is a bearer link.
+        "django.request": {"filters": ["recording_urls"]},
     },
 }
 

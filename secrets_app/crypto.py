@@ -203,13 +203,13 @@ def _open_chunk(
 
 def stream_open_chunks(
     read: Callable[[int], bytes], *, key: bytes, associated_data: bytes, prefix: bytes,
-    first: int, total: int,
+    first: int, total: int, until: int | None = None,
 ) -> Iterator[bytes]:  # fmt: skip
-    """Chunks ``first`` to the last (``total`` in the object) of a sealed object, ``read``
-    positioned at chunk ``first`` (``STREAM_HEADER + first * STREAM_BLOCK``): a range of a
-    long recording without the chunks before it."""
+    """Chunks ``first`` to ``until`` (default: the last, of ``total`` in the object) of a
+    sealed object, ``read`` positioned at chunk ``first`` (``STREAM_HEADER + first *
+    STREAM_BLOCK``): a range of a long recording without the chunks around it."""
     aead = AESGCM(key)
-    for index in range(first, total):
+    for index in range(first, total if until is None else min(total, until + 1)):
         last = index == total - 1
         yield _open_chunk(aead, prefix, read(STREAM_BLOCK), associated_data, index, last)
 

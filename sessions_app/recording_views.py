@@ -4,18 +4,25 @@ The signed token is the only credential: no session cookie or API key is read, s
 or a server may fetch it while it is current. Anything else (forged, altered, expired, a
 recording since deleted) is a bare 404 that says nothing about why. A ``Range`` request
 (a player seeking) gets only the bytes asked, opening only the chunks that hold them.
+Under ASGI (daphne) the body is pulled piece by piece: Django reads a synchronous
+iterator whole before it sends a byte there, an hour of audio held per request.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator, Generator, Iterable
 
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
 from sessions_app import recordings
 
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# ASCII digits, at most 18 of them: a position past any recording, never an int() that
+# refuses thousands of digits (a 500) or a big number's arithmetic.
+_RANGE = re.compile(r"bytes=([0-9]{0,18})-([0-9]{0,18})")
 
 
 def _range(header: str, size: int) -> tuple[int, int] | bool | None:
@@ -32,6 +39,20 @@ def _range(header: str, size: int) -> tuple[int, int] | bool | None:
     return (start, end) if start <= end and start < size else False
 
 
+async def _pulled(chunks: Generator[bytes]) -> AsyncIterator[bytes]:
+    """``chunks`` served under ASGI one piece at a time, off the event loop."""
+    pull = sync_to_async(lambda: next(chunks, None), thread_sensitive=False)
+    try:
+        while (piece := await pull()) is not None:
+            yield piece
+    finally:  # a player that went away: the stored object is closed now
+        await sync_to_async(chunks.close, thread_sensitive=False)()
+
+
+def _body(request: HttpRequest, chunks: Generator[bytes]) -> Iterable[bytes] | AsyncIterator[bytes]:
+    return _pulled(chunks) if isinstance(request, ASGIRequest) else chunks
+
+
 @require_GET
 def play(request: HttpRequest, token: str) -> HttpResponse | StreamingHttpResponse:
     recording = recordings.recording_from_url(token)
@@ -46,12 +67,13 @@ def play(request: HttpRequest, token: str) -> HttpResponse | StreamingHttpRespon
     if isinstance(asked, tuple):
         start, end = asked
         body = recordings.recording_range(recording=recording, start=start, end=end)
-        response = StreamingHttpResponse(body, content_type="audio/wav", status=206)
+        response = StreamingHttpResponse(_body(request, body), content_type="audio/wav", status=206)
         response["Content-Range"] = f"bytes {start}-{end}/{size}"
         response["Content-Length"] = str(end - start + 1)
     else:
         response = StreamingHttpResponse(
-            recordings.recording_open(recording=recording), content_type="audio/wav"
+            _body(request, recordings.recording_open(recording=recording)),
+            content_type="audio/wav",
         )
         response["Content-Length"] = str(size)
     response["Accept-Ranges"] = "bytes"

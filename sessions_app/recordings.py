@@ -21,7 +21,8 @@ import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import IO
 
@@ -60,6 +61,9 @@ def recording_store(*, session: Session, capture: AudioCapture) -> Recording | N
     heard or said. The capture's spool is deleted either way."""
     try:
         capture.finish()
+        if capture.failed:
+            logger.warning("session recording dropped: its spool could not be written")
+            return None
         if capture.frames == 0 or session.zero_retention:
             return None
         recording = Recording(
@@ -78,7 +82,11 @@ def recording_store(*, session: Session, capture: AudioCapture) -> Recording | N
                 sealed.write(piece)
             sealed.seek(0)
             recording.storage_name = storage().save(name, File(sealed, name=name))
-        recording.save()
+        try:
+            recording.save()
+        except Exception:  # the session or its workspace was deleted meanwhile: no orphan
+            _object_delete(recording.storage_name)
+            raise
         return recording
     finally:
         capture.close()
@@ -97,29 +105,49 @@ def _exact(handle: IO[bytes]) -> Callable[[int], bytes]:
     return read
 
 
-def recording_open(*, recording: Recording) -> Iterator[bytes]:
+@contextmanager
+def _object_read(name: str, *, offset: int, length: int) -> Iterator[Callable[[int], bytes]]:
+    """Read ``length`` bytes of a stored object from ``offset`` on. From S3 that is one
+    ranged GET streamed as it is read: django-storages' own file would first download the
+    whole object (into memory, by default) for every request, a player's every seek."""
+    with storage().open(name, "rb") as handle:
+        s3_object = getattr(handle, "obj", None)  # django-storages' S3File: its boto3 Object
+        if s3_object is None:
+            handle.seek(offset)
+            yield _exact(handle)
+            return
+        body = s3_object.get(Range=f"bytes={offset}-{offset + length - 1}")["Body"]
+        try:
+            yield _exact(body)
+        finally:
+            body.close()
+
+
+def _sealed_chunks(recording: Recording) -> int:
+    return max(1, -(-recording.size_bytes // crypto.STREAM_CHUNK))
+
+
+def recording_open(*, recording: Recording) -> Generator[bytes]:
     """The WAV, chunk by chunk, each authenticated before it is given."""
-    associated = recording.associated_data()
-    key = base64.b64decode(secret_services.sealed_open(recording))
-    with storage().open(recording.storage_name, "rb") as handle:
-        yield from crypto.stream_open(_exact(handle), key=key, associated_data=associated)
+    return recording_range(recording=recording, start=0, end=recording.size_bytes - 1)
 
 
-def recording_range(*, recording: Recording, start: int, end: int) -> Iterator[bytes]:
+def recording_range(*, recording: Recording, start: int, end: int) -> Generator[bytes]:
     """Bytes ``start`` to ``end`` (inclusive) of the WAV: only the sealed chunks that hold
     them are read and opened (a player seeking in a long recording)."""
-    chunk = crypto.STREAM_CHUNK
-    total = max(1, -(-recording.size_bytes // chunk))
-    first = start // chunk
+    chunk, total = crypto.STREAM_CHUNK, _sealed_chunks(recording)
+    first, last = start // chunk, min(total - 1, max(start, end) // chunk)
     key = base64.b64decode(secret_services.sealed_open(recording))
-    with storage().open(recording.storage_name, "rb") as handle:
-        read = _exact(handle)
+    name = recording.storage_name
+    with _object_read(name, offset=0, length=crypto.STREAM_HEADER) as read:
         prefix = crypto.stream_prefix(read)
-        handle.seek(crypto.STREAM_HEADER + first * crypto.STREAM_BLOCK)
+    offset = crypto.STREAM_HEADER + first * crypto.STREAM_BLOCK
+    length = (last - first + 1) * crypto.STREAM_BLOCK
+    with _object_read(name, offset=offset, length=length) as read:
         position = first * chunk
         for plain in crypto.stream_open_chunks(
             read, key=key, associated_data=recording.associated_data(), prefix=prefix,
-            first=first, total=total,
+            first=first, total=total, until=last,
         ):  # fmt: skip
             piece = plain[max(0, start - position) : end + 1 - position]
             if piece:
@@ -164,7 +192,7 @@ def recording_from_url(token: str) -> Recording | None:
         claim = signing.TimestampSigner(salt=_URL_SALT).unsign_object(
             token, max_age=settings.RECORDING_URL_TTL_S
         )
-    except signing.BadSignature:  # forged, altered or expired
+    except (signing.BadSignature, ValueError):  # forged, altered, expired, not timestamped
         return None
     if not isinstance(claim, dict) or not isinstance(claim.get("w"), int):
         return None

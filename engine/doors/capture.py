@@ -14,11 +14,15 @@ memory, on one timeline that starts when the capture does:
   drops what was sent but not yet played by the clock, as the peer dropped it.
 
 Each channel stops at ``max_seconds``; ``wav_chunks`` then streams a stereo WAV (left: the
-caller, right: the agent) block by block, the shorter channel padded with silence.
+caller, right: the agent) block by block, the shorter channel padded with silence. Silence
+on the timeline extends the spool file without writing it (an hour's pause costs no memory
+and no time on the event loop). A spool that cannot be written (the disk is full) ends the
+recording, never the session: the capture says ``failed`` and keeps nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import tempfile
 import time
@@ -49,6 +53,12 @@ def wav_header(*, frames: int, channels: int = 2, rate: int = RATE) -> bytes:
     ))  # fmt: skip
 
 
+def _resize(spool: IO[bytes], size: int) -> None:
+    """Cut the spool to ``size`` bytes, or extend it with zeros, and write on from there."""
+    spool.truncate(size)
+    spool.seek(size)
+
+
 class AudioCapture:
     """Two channels on one clock, spooled under ``spool_dir`` (see the module)."""
 
@@ -68,6 +78,7 @@ class AudioCapture:
         self._agent_rate = 0
         self._resample = Resampler(RATE, RATE)
         self.truncated = False  # a channel reached ``max_seconds``
+        self.failed = False  # a spool could not be written: nothing is kept
         self.closed = False
 
     # ---------------------------------------------------------------- from the seam
@@ -95,10 +106,8 @@ class AudioCapture:
         now = self._now()
         if self.closed or self._written[AGENT] <= now:
             return
-        spool = self._spools[AGENT]
-        spool.seek(now * SAMPLE_BYTES)
-        spool.truncate()
-        self._written[AGENT] = now
+        if self._spooled(AGENT, lambda spool: _resize(spool, now * SAMPLE_BYTES)):
+            self._written[AGENT] = now
 
     # ---------------------------------------------------------------- the result
 
@@ -137,7 +146,8 @@ class AudioCapture:
         """Delete the spooled audio."""
         self.closed = True
         for spool in self._spools:
-            spool.close()
+            with contextlib.suppress(OSError):  # what it still buffered cannot be written
+                spool.close()
 
     # ---------------------------------------------------------------- inside
 
@@ -148,9 +158,11 @@ class AudioCapture:
         return np.frombuffer(spool.read(BLOCK_SAMPLES * SAMPLE_BYTES), dtype="<i2")
 
     def _pad(self, channel: int, until: int) -> None:
-        missing = until - self._written[channel]
-        if missing > 0:
-            self._write(channel, bytes(missing * SAMPLE_BYTES))
+        """Silence up to ``until``: the file extended (a hole the disk does not store)."""
+        if until > self._written[channel] and self._spooled(
+            channel, lambda spool: _resize(spool, until * SAMPLE_BYTES)
+        ):
+            self._written[channel] = until
 
     def _append(self, channel: int, pcm: bytes) -> None:
         room = self._max - self._written[channel]
@@ -160,7 +172,18 @@ class AudioCapture:
         self._write(channel, pcm[: len(pcm) // SAMPLE_BYTES * SAMPLE_BYTES])
 
     def _write(self, channel: int, pcm: bytes) -> None:
-        if self.closed or not pcm:
-            return
-        self._spools[channel].write(pcm)
-        self._written[channel] += len(pcm) // SAMPLE_BYTES
+        if pcm and self._spooled(channel, lambda spool: spool.write(pcm)):
+            self._written[channel] += len(pcm) // SAMPLE_BYTES
+
+    def _spooled(self, channel: int, operation: Callable[[IO[bytes]], object]) -> bool:
+        """Run ``operation`` on the channel's spool; False when the capture is closed, or
+        fails now (then the spool is dropped, its disk freed)."""
+        if self.closed:
+            return False
+        try:
+            operation(self._spools[channel])
+        except OSError:
+            self.failed = True
+            self.close()
+            return False
+        return True

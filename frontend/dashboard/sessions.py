@@ -19,6 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import path, re_path
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_POST
 
 from engine.protocol import ToolStatus
@@ -299,9 +300,12 @@ def detail(request: HttpRequest, scope: Scope, session_id: str) -> HttpResponse:
         "turns": [TurnView.of(record) for record in session.turns.all()],
         "usage": {name: int((session.usage or {}).get(name, 0)) for name in RECORD_FIELDS},
     }
-    return render_page(
+    response = render_page(
         request, scope, "dashboard/session_detail.html", context, section="dashboard:sessions"
     )
+    # What was said, and a recording's bearer link: kept by no cache, the browser's included.
+    add_never_cache_headers(response)
+    return response
 
 
 urlpatterns = [

@@ -89,3 +89,15 @@ async def recorded_errors(workspace: Any = None) -> list[tuple[str, str]]:
     session = await ended_session(workspace)
     rows = SessionError.objects.filter(session=session).order_by("pk")
     return await sync_to_async(lambda: [(row.code, row.detail) for row in rows])()
+
+
+def recordings_on_disk(settings: Any, folder: Any) -> Any:
+    """The recordings storage on the filesystem (the embedded default), under ``folder``."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "recordings": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(folder)},
+        },
+    }
+    return folder

@@ -24,6 +24,7 @@ from django.test import Client as HttpClient
 from django.utils import timezone
 from moto.server import ThreadedMotoServer
 
+from engine.doors.capture import AudioCapture
 from platform_site import settings as platform_settings
 from postcall_app import retention
 from realtime import records
@@ -34,7 +35,7 @@ from tests.conftest import api_client
 from tests.engine.providers.llm.openai import fake_server as fake_openai
 from tests.factories import Tenant, make_tenant
 from tests.frontend.dashboard.conftest import logged_in, page
-from tests.sessions_app.recording import eventually
+from tests.sessions_app.recording import eventually, recordings_on_disk
 from tests.sessions_app.wsclient import Client
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -98,8 +99,9 @@ def _agent(tenant: Tenant, **fields: Any) -> None:
     )  # fmt: skip
 
 
-async def _call(tenant: Tenant, llm: fake_openai.FakeOpenAIServer) -> str:
-    """A voice session of the agent: the greeting, a spoken turn, the reply; a clean close."""
+async def _call(tenant: Tenant, llm: fake_openai.FakeOpenAIServer, *, stored: bool = True) -> str:
+    """A voice session of the agent: the greeting, a spoken turn, the reply; a clean close
+    (``stored``: and its recording stored)."""
     llm.script(fake_openai.text_reply(REPLY))
     async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
         await client.send({"type": "configure", "agent": "orders", "mode": "voice"})
@@ -110,7 +112,8 @@ async def _call(tenant: Tenant, llm: fake_openai.FakeOpenAIServer) -> str:
             await client.send_raw(data=frame)
             await asyncio.sleep(FRAME_MS / 1000)
         await client.until("metrics")  # after the reply's tts_done
-    await records.recordings_stored()
+    if stored:
+        await records.recordings_stored()
     return str(uuid.UUID(ready["sessionId"]))  # as the REST API spells it
 
 
@@ -268,15 +271,7 @@ async def test_zero_retention_never_records_whatever_the_agent_says(
 @pytest.fixture
 def on_disk(settings: Any, tmp_path: Any) -> Any:
     """The embedded default: the filesystem (here under the test's own directory)."""
-    folder = tmp_path / "recordings"
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "recordings": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(folder)},
-        },
-    }
-    return folder
+    return recordings_on_disk(settings, tmp_path / "recordings")
 
 
 async def test_on_the_filesystem_a_recording_is_sealed_too(
@@ -388,3 +383,103 @@ def test_rotating_the_keyring_reseals_the_data_key_and_the_recording_still_plays
     monkeypatch.setattr(crypto, "keyring", lambda: only_new)  # the old key dropped
     caller, _ = _channels(b"".join(recordings.recording_open(recording=recording)))
     assert (caller == 32).all() and len(caller) == 8_000
+
+
+async def test_a_full_spool_disk_ends_the_recording_and_the_session_goes_on(
+    tenant: Tenant,
+    llm: fake_openai.FakeOpenAIServer,
+    on_disk: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings.RECORDING_SPOOL_DIR = str(on_disk.parent / "spool")
+    made = recordings.capture_new
+
+    def on_a_full_disk() -> AudioCapture:
+        capture = made()
+        for spool in capture._spools:
+            spool.close()
+        capture._spools = (open("/dev/full", "w+b"), open("/dev/full", "w+b"))  # ENOSPC
+        return capture
+
+    monkeypatch.setattr(recordings, "capture_new", on_a_full_disk)
+    await sync_to_async(_agent)(tenant)
+    session_id = await _call(tenant, llm)  # the greeting, the caller's turn, the reply
+    session = await eventually(
+        lambda: Session.objects.filter(public_id=session_id, ended_at__isnull=False).first()
+    )
+    assert session.close_code == 1000
+    assert not await sync_to_async(Recording.objects.exists)()
+    assert not on_disk.exists()
+    assert "session recording dropped" in caplog.text
+
+
+def test_on_the_filesystem_folders_and_files_are_the_platforms_alone(
+    owner: Tenant, settings: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RECORDINGS_S3_BUCKET", raising=False)
+    monkeypatch.setenv("RECORDINGS_DIR", str(tmp_path / "recordings"))
+    settings.STORAGES = {**settings.STORAGES, "recordings": platform_settings._recordings_storage()}
+    settings.RECORDING_SPOOL_DIR = str(tmp_path / "spool")
+    session = Session.objects.create(workspace=owner.workspace, ended_at=timezone.now())
+    capture = recordings.capture_new()
+    capture.caller(b"\x20\x00" * 8_000)
+    assert recordings.recording_store(session=session, capture=capture) is not None
+    stored = list((tmp_path / "recordings").rglob("*"))
+    assert stored and {path.stat().st_mode & 0o777 for path in stored} <= {0o600, 0o700}
+    assert (tmp_path / "spool").stat().st_mode & 0o777 == 0o700
+
+
+class Blackhole:
+    """An S3 endpoint that accepts connections and never answers (a bucket that hangs)."""
+
+    def __init__(self) -> None:
+        self.connections: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections.append(writer)
+
+        self.server = await asyncio.start_server(held, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in self.connections:
+            writer.transport.abort()
+        await self.server.wait_closed()
+
+
+async def test_a_hung_bucket_delays_neither_the_sessions_end_nor_the_next_session(
+    tenant: Tenant,
+    llm: fake_openai.FakeOpenAIServer,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hole = Blackhole()
+    endpoint = await hole.start()
+    for variable, value in {
+        "RECORDINGS_S3_BUCKET": "hung", "RECORDINGS_S3_ENDPOINT_URL": endpoint,
+        "RECORDINGS_S3_REGION": "us-east-1", "RECORDINGS_S3_ACCESS_KEY_ID": "test-key",
+        "RECORDINGS_S3_SECRET_ACCESS_KEY": "test-secret",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(variable, value)
+    settings.STORAGES = {**settings.STORAGES, "recordings": platform_settings._recordings_storage()}
+    await sync_to_async(_agent)(tenant)
+    try:
+        for _ in range(3):  # more than the threads that store recordings
+            session_id = await _call(tenant, llm, stored=False)
+            await eventually(  # the record closes while its recording hangs
+                lambda sid=session_id: Session.objects.filter(
+                    public_id=sid, ended_at__isnull=False
+                ).exists(),
+                within=5,
+            )
+        assert records._storing and hole.connections  # the stores are still waiting
+    finally:
+        await hole.stop()
+        await asyncio.wait_for(records.recordings_stored(), 120)
+    assert not await sync_to_async(Recording.objects.exists)()
