@@ -291,6 +291,8 @@ def _recordings_storage() -> dict[str, object]:
                 "directory_permissions_mode": 0o700,
             },
         }
+    from botocore.config import Config  # only with a bucket: boto3 is not needed otherwise
+
     options = {
         "bucket_name": bucket,
         "endpoint_url": env_str("RECORDINGS_S3_ENDPOINT_URL") or None,
@@ -301,6 +303,13 @@ def _recordings_storage() -> dict[str, object]:
         "default_acl": None,
         "querystring_auth": False,  # objects are served by the platform, never linked
         "file_overwrite": False,
+        # A bucket that hangs gives up in seconds, not botocore's minutes: a store holds its
+        # spool (up to 230 MB) and a draining process waits for it.
+        "client_config": Config(
+            connect_timeout=5,
+            read_timeout=env_float("RECORDINGS_S3_TIMEOUT_S", 30.0),
+            retries={"mode": "standard", "max_attempts": 3},
+        ),
     }
     return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import time
 import uuid
 import wave
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -483,3 +485,35 @@ async def test_a_hung_bucket_delays_neither_the_sessions_end_nor_the_next_sessio
         await hole.stop()
         await asyncio.wait_for(records.recordings_stored(), 120)
     assert not await sync_to_async(Recording.objects.exists)()
+
+
+async def test_a_hung_bucket_is_given_up_in_seconds_and_its_spool_removed(
+    tenant: Tenant,
+    llm: fake_openai.FakeOpenAIServer,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``RECORDINGS_S3_TIMEOUT_S`` bounds each request (three attempts): the recording is
+    lost, said in the log, and nothing of it stays on the disk."""
+    hole = Blackhole()
+    endpoint = await hole.start()
+    for variable, value in {
+        "RECORDINGS_S3_BUCKET": "hung", "RECORDINGS_S3_ENDPOINT_URL": endpoint,
+        "RECORDINGS_S3_REGION": "us-east-1", "RECORDINGS_S3_ACCESS_KEY_ID": "test-key",
+        "RECORDINGS_S3_SECRET_ACCESS_KEY": "test-secret", "RECORDINGS_S3_TIMEOUT_S": "1",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(variable, value)
+    settings.STORAGES = {**settings.STORAGES, "recordings": platform_settings._recordings_storage()}
+    settings.RECORDING_SPOOL_DIR = str(tmp_path / "spool")
+    await sync_to_async(_agent)(tenant)
+    try:
+        await _call(tenant, llm, stored=False)
+        started = time.monotonic()
+        await asyncio.wait_for(records.recordings_stored(), 60)
+        assert time.monotonic() - started < 30  # botocore's defaults: minutes
+        assert hole.connections  # it was tried
+    finally:
+        await hole.stop()
+    assert not await sync_to_async(Recording.objects.exists)()
+    assert not [path for path in (tmp_path / "spool").rglob("*") if path.is_file()]
