@@ -1,6 +1,7 @@
 """How many jobs of a workspace are queued or running, capped, and the jobs that wait for
 one of its slots: what keeps one shared Celery queue fair between workspaces (webhook
-deliveries, knowledge indexing, agent test runs and simulations). One ``WorkspaceSlots`` per kind of job.
+deliveries, knowledge indexing, agent test runs and simulations). One ``WorkspaceSlots``
+per kind of job.
 
 A slot is taken when a job is queued (and held from then until the job ends); a job over
 the cap is parked instead: kept in a list of its workspace's, never queued (where hundreds
