@@ -1,6 +1,7 @@
 """How many jobs of a workspace are queued or running, capped, and the jobs that wait for
 one of its slots: what keeps one shared Celery queue fair between workspaces (webhook
-deliveries, knowledge indexing). One ``WorkspaceSlots`` per kind of job.
+deliveries, knowledge indexing, agent test runs and simulations). One ``WorkspaceSlots``
+per kind of job.
 
 A slot is taken when a job is queued (and held from then until the job ends); a job over
 the cap is parked instead: kept in a list of its workspace's, never queued (where hundreds
@@ -85,6 +86,8 @@ redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
 return 1
 """
+
+Start = Callable[[str, str], object]  # queue a parked job (as parked) in a slot (its token)
 
 LOCAL = "local"  # the embedded default's slots are counted, not named
 
@@ -198,6 +201,26 @@ class WorkspaceSlots:
             members = client.smembers(self._parked_workspaces)
         workspaces = [int(member) for member in members]
         return [each for ws in workspaces for each in self._redis_hand_on(ws, "")]
+
+    def run(self, token: str | None, job: Callable[[], object], start: Start) -> None:
+        """Run the job queued in slot ``token`` (None: queued without one), then give the
+        slot back, however the job ended: ``start`` queues each parked job it is handed
+        on to (with its slot's token)."""
+        try:
+            if token is not None:
+                self.hold(token)
+            job()
+        finally:
+            if token is not None:
+                for parked, handed in self.release(token):
+                    start(parked, handed)
+
+    def sweep_and_start(self, start: Start) -> int:
+        """``sweep``, and ``start`` each job it unparks: how many."""
+        unparked = self.sweep()
+        for parked, handed in unparked:
+            start(parked, handed)
+        return len(unparked)
 
     def in_flight(self, workspace_id: int) -> int:
         """Slots taken now (tests, the admin)."""

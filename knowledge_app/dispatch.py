@@ -43,22 +43,12 @@ def schedule(document_id: int, workspace_id: int, index: Index) -> None:
 def run_in_slot(document_id: int, slot: str | None, index: Index) -> None:
     """Index the document, then give its slot back: the workspace's next parked document
     is queued. (A slot that lapsed while the task waited is given back all the same.)"""
-    try:
-        if slot is not None:
-            slots.hold(slot)
-        index(document_id)
-    finally:
-        if slot is not None:
-            for parked, handed in slots.release(slot):
-                _start(int(parked), handed, index)
+    slots.run(slot, lambda: index(document_id), lambda job, handed: _start(int(job), handed, index))
 
 
 def sweep(index: Index) -> int:
     """Queue the parked documents of workspaces whose slots lapsed (a worker died)."""
-    unparked = slots.sweep()
-    for parked, handed in unparked:
-        _start(int(parked), handed, index)
-    return len(unparked)
+    return slots.sweep_and_start(lambda job, handed: _start(int(job), handed, index))
 
 
 def _start(document_id: int, slot: str, index: Index) -> None:

@@ -489,6 +489,13 @@ SIMULATION_TURNS_MAX = env_int("SIMULATION_TURNS_MAX", 20, minimum=1)
 TEST_RUNS_IN_FLIGHT_MAX = env_int("TEST_RUNS_IN_FLIGHT_MAX", 5, minimum=1)
 AGENT_TEST_PATTERN_TIMEOUT_S = env_int("AGENT_TEST_PATTERN_TIMEOUT_S", 2, minimum=1)
 EVALS_STUCK_AFTER_MIN = env_int("EVALS_STUCK_AFTER_MIN", 120, minimum=10)
+# Test runs and simulations of one workspace queued or running at once on the evals queue
+# (the rest parked: fairness between workspaces); a slot lapses after the TTL (a worker
+# was killed holding it; a run ends by EVALS_STUCK_AFTER_MIN), swept every
+# EVALS_PARKED_SWEEP_S.
+EVALS_WORKSPACE_CONCURRENCY = env_int("EVALS_WORKSPACE_CONCURRENCY", 2, minimum=1)
+EVALS_SLOT_TTL_S = env_float("EVALS_SLOT_TTL_S", EVALS_STUCK_AFTER_MIN * 60.0 + 300.0)
+EVALS_PARKED_SWEEP_S = env_float("EVALS_PARKED_SWEEP_S", 30.0)
 # Phone calls (docs/phone.md): seconds a carrier has to open the media stream after its
 # webhook was answered, and how far a Telnyx signature's timestamp may be from now.
 PHONE_STREAM_TOKEN_TTL_S = env_int("PHONE_STREAM_TOKEN_TTL_S", 30, minimum=5)
