@@ -14,6 +14,7 @@ from tests.engine.providers.llm.openai.fake_server import (
     Done,
     FakeOpenAIServer,
     Finish,
+    Together,
     text_reply,
     tool_call,
 )
@@ -50,9 +51,14 @@ async def _tenant(email: str, **limits: int) -> Tenant:
 
 
 def _script_tool_turns(llm: FakeOpenAIServer, count: int) -> None:
+    # The turns all start (their quota has room) before any is given its tool call: on a
+    # loaded machine a turn handled a moment after another's call took the last one is
+    # refused at its start (``quota_exceeded``, no ``chat``), rightly, and is not this race.
+    together = asyncio.Barrier(count)
     for n in range(count):
         arguments = json.dumps({"order": f"A{n}"})
-        llm.script(*tool_call(0, f"c{n}", "lookup", arguments), Finish("tool_calls"), Done())
+        call = tool_call(0, f"c{n}", "lookup", arguments)
+        llm.script(Together(together), *call, Finish("tool_calls"), Done())
     for _ in range(count * 3):  # answers after each result (refused ones included)
         llm.script(text_reply("Done."))
 
@@ -78,8 +84,15 @@ async def _race(tenant: Tenant, llm: FakeOpenAIServer) -> list[Client]:
     clients = await asyncio.gather(*(_tool_turn(tenant) for _ in range(SESSIONS)))
     await asyncio.gather(*(c.send({"type": "text", "text": "find it"}) for c in clients))
     # Generous: the sandbox's first calls start its workers, slow on a loaded machine.
-    await asyncio.gather(*(c.until("chat", timeout=90) for c in clients))
+    await asyncio.gather(*(_answered(c) for c in clients))
     return list(clients)
+
+
+async def _answered(client: Client) -> None:
+    try:
+        await client.until("chat", timeout=90)
+    except TimeoutError:  # say what it got instead
+        raise AssertionError(f"no chat: {client.events}") from None
 
 
 async def _close(clients: list[Client]) -> None:

@@ -11,14 +11,15 @@ steps, played in order::
         server.script(*tool_call(0, "call_1", "get_weather", '{"city"', ': "Paris"}'),
                       Finish("tool_calls"), Done())
         server.script(Delay(5))                   # a provider that goes silent
+        server.script(Together(barrier), Text("Hi"), Done())  # once all are asked
         server.script(HttpError(429, "Rate limit reached"))
         llm = OpenAICompatibleLLM(server.base_url, api_key="sk-test")
         ...
         assert server.requests[0].json["model"] == "gpt-4o-mini"
 
 Streaming steps send their HTTP headers first, lazily, so ``Delay`` or ``Cut`` before
-any of them happen before the status line. ``HttpError``, ``JsonBody`` and ``PlainBody``
-are whole responses and must come before any streaming step.
+any of them happen before the status line (``Together`` likewise). ``HttpError``,
+``JsonBody`` and ``PlainBody`` are whole responses and must come before any streaming step.
 
 Run it on its own for other processes (it then echoes the last user message)::
 
@@ -135,6 +136,14 @@ class Delay:
 
 
 @dataclass(frozen=True)
+class Together:
+    """Send nothing more until ``barrier.parties`` responses have reached this step: the
+    replies to several requests go on at once, however late the last request came."""
+
+    barrier: asyncio.Barrier
+
+
+@dataclass(frozen=True)
 class Cut:
     """Drop the TCP connection right here, without finishing the HTTP message."""
 
@@ -180,6 +189,7 @@ Step = (
     | Chunk
     | Raw
     | Delay
+    | Together
     | Cut
     | HttpError
     | JsonBody
@@ -323,6 +333,8 @@ class _Response:
         for step in self.script.steps:
             if isinstance(step, Delay):
                 await asyncio.sleep(step.seconds)
+            elif isinstance(step, Together):
+                await step.barrier.wait()
             elif isinstance(step, Cut):
                 self.writer.transport.abort()
                 return False
