@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from sessions_app import services as agent_services
 from tests.conftest import api_client, worker_database_url
 from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer, text_reply
 from tests.factories import Tenant
-from tests.faults.processes import Process
+from tests.faults.processes import Process, celery_worker
 from tests.sessions_app.recording import eventually
 
 pytestmark = [
@@ -39,15 +37,7 @@ def _worker(tmp_path: Path, llm_url: str) -> Process:
         "LLM_BASE_URL": llm_url,
         "LLM_API_KEY": "evals-llm-key",
     }
-    args = ["celery", "-A", "platform_site", "worker", "-Q", "evals", "-c", "1",
-            "--without-mingle", "--without-gossip", "-l", "INFO"]  # fmt: skip
-    worker = Process([sys.executable, "-m", *args], env=env, log=tmp_path / "worker.log")
-    deadline = time.monotonic() + 60
-    while "ready." not in worker.log_text():
-        assert worker.alive(), worker.log_text()[-3000:]
-        assert time.monotonic() < deadline, "the worker did not start"
-        time.sleep(0.2)
-    return worker
+    return celery_worker("evals", env=env, log=tmp_path / "worker.log")
 
 
 async def test_a_celery_worker_on_the_evals_queue_runs_the_tests(
