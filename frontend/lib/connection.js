@@ -260,7 +260,10 @@ export class Connection {
       this.#handlers.onLost(this.#everReady ? "connection_lost" : "connection_failed");
       return;
     }
-    const delay = RETRY_DELAYS_MS[this.#attempts++];
+    // Equal jitter (half the step, plus up to half again at random): the sessions a dropped
+    // process held do not all come back in the same instant.
+    const step = RETRY_DELAYS_MS[this.#attempts++];
+    const delay = step / 2 + Math.random() * (step / 2);
     this.#handlers.onRetry();
     this.#retryTimer = setTimeout(() => this.open(), delay);
   }

@@ -51,3 +51,44 @@ def test_a_reconnect_event_moves_the_session_to_a_new_socket_at_once() -> None:
     assert report["events"] == [1, 2, 3, 4, 5]  # each once; the old socket's late 4 ignored
     assert report["resumed"] and report["retried"] == 0 and report["lost"] is None
     assert report["oldOpenWhileResuming"] and report["oldClosed"]
+
+
+DROPPED = """
+import { Connection } from "LIB/connection.js";
+
+SOCKET
+const connections = [];
+for (let i = 0; i < 20; i++) {
+  const connection = new Connection({
+    url: `wss://platform.test/v1/session?key=pk_${i}`,
+    configure: async () => ({ type: "configure" }),
+    onEvent() {}, onAudio() {}, onResumed() {}, onRetry() {}, onLost() {}, onRefused() {},
+  });
+  await connection.open();
+  connections.push(connection);
+}
+await tick();
+const firsts = [...sockets];
+firsts.forEach((socket, i) => socket.event({ type: "ready", seq: 1, ts: 0,
+  sessionId: `s${i}`, resumeToken: `r${i}` }));
+const dropped = Date.now();
+const back = new Map();
+const seen = sockets.length;
+const watch = setInterval(() => {
+  for (const socket of sockets.slice(seen)) {
+    if (!back.has(socket.url)) back.set(socket.url, Date.now() - dropped);
+  }
+}, 5);
+firsts.forEach((socket) => socket.drop());
+await tick(700);
+clearInterval(watch);
+console.log(JSON.stringify({ delays: [...back.values()] }));
+process.exit(0);
+""".replace("SOCKET", SCRIPTED_SOCKET)
+
+
+def test_sessions_of_a_dropped_process_come_back_spread_over_the_first_backoff_step() -> None:
+    delays = run_library_script(DROPPED)["delays"]
+    assert len(delays) == 20  # every session tried again within the first step (≤ 0.5 s)
+    assert all(240 <= delay <= 600 for delay in delays), delays  # half the step to all of it
+    assert max(delays) - min(delays) >= 50, delays  # not all in the same instant
