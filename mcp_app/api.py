@@ -41,6 +41,10 @@ class ToolOutput(serializers.Serializer):  # type: ignore[type-arg]
 
 class McpServerOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
     id = serializers.UUIDField(source="uid")
+    url = serializers.CharField(
+        source="url_masked",
+        help_text="The endpoint as saved, each query value shown as `***` (tokens ride there).",
+    )
     tools = ToolOutput(many=True)
 
     class Meta:

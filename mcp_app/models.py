@@ -13,6 +13,7 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
+from secrets_app.audit import url_masked
 from secrets_app.models import Workspace
 
 
@@ -45,6 +46,11 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def url_masked(self) -> str:
+        """The URL as it is shown again after saving: query values (tokens) hidden."""
+        return url_masked(self.url)
 
 
 class AgentMcpTool(models.Model):

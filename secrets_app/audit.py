@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 from secrets_app.models import ApiKey, AuditEvent, User, Workspace
 
@@ -63,6 +63,20 @@ def url_shown(url: str) -> str:
         return "(not a URL)"
     host = f"[{host}]" if ":" in host else host
     return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
+
+
+def url_masked(url: str) -> str:
+    """A URL as it may be shown back to its owner: where it goes and which query parameters
+    it carries, never a user name, password or a query value (where tokens ride)."""
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        return "(not a URL)"
+    shown = url_shown(url)
+    if not query:
+        return shown
+    return shown + "?" + "&".join(f"{quote(name, safe='')}=***" for name, _value in query)
 
 
 def audit_record(
