@@ -270,8 +270,8 @@ def decoder(partial: Decoded, final: Decoded, again: Decoded, asked: list[str]) 
             RIGHT,
             True,
         ),
-        # The partial missed the last word, and the sure final only goes on from its
-        # words: kept without decoding again.
+        # The partial missed the last word, and the final is sure and goes on from its
+        # words, or is surer than it: kept without decoding again.
         (
             Decoded("What is the capital", -0.1),
             Decoded(RIGHT, -0.2),
@@ -279,6 +279,7 @@ def decoder(partial: Decoded, final: Decoded, again: Decoded, asked: list[str]) 
             RIGHT,
             False,
         ),
+        (Decoded("What is the cap", -0.3), Decoded(RIGHT, -0.2), Decoded(WRONG, 0.0), RIGHT, False),
         # They agree: nothing more is done.
         (Decoded(RIGHT, -0.3), Decoded(RIGHT, -0.3), Decoded(WRONG, 0.0), RIGHT, False),
     ],

@@ -394,10 +394,13 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
 
 
-def _continues(final: Decoded, partial: Decoded) -> bool:
-    """``final`` says the partial's words and more, and the decoder was sure of it."""
+def _sure_of(final: Decoded, partial: Decoded) -> bool:
+    """The decoder was sure of ``final``, and surer than of the partial or it says the
+    partial's words and more."""
     said = _words(partial.text)
-    return final.score >= _SURE and _words(final.text)[: len(said)] == said
+    if final.score < _SURE:
+        return False
+    return final.score >= partial.score or _words(final.text)[: len(said)] == said
 
 
 @dataclasses.dataclass(eq=False)
@@ -623,17 +626,17 @@ class LocalSTTStream(STTStream):
         """The speculative final, or what the decoder was surer of when it disagrees with
         the partial the user saw ("…capital I'm France?" after "…capital of France?"): the
         partial, if it heard every word (all the speech, or as many words), else the speech
-        decoded again with the full window. By the decoder's own score. A final that only
-        goes on from the words of a partial that heard less, and that the decoder was sure
-        of, is kept as it is: decoding it again (the full window: 0.5 s of CPU, four times
-        a short decode) changed no word on bench/speech_capacity.py's sentences."""
+        decoded again with the full window. By the decoder's own score. A final the
+        decoder was sure of, surer than of the partial (which heard less) or saying its words
+        and more, is kept as it is: decoding it again (the full window: 0.5 s of CPU, four
+        times a short decode) changed no word on bench/speech_capacity.py's sentences."""
         decoded = await self._decoded(speculative)
         if partial is None or _words(partial.decoded.text) == _words(decoded.text):
             return decoded
         heard_all = partial.heard_bytes >= voice_end
         if heard_all or len(_words(partial.decoded.text)) == len(_words(decoded.text)):
             other = partial.decoded
-        elif _continues(decoded, partial.decoded):
+        elif _sure_of(decoded, partial.decoded):
             return decoded
         else:
             again = self._final(speech, lambda: self._closed, full=True)
