@@ -250,9 +250,9 @@ def transcribe_partial(
     samples: np.ndarray, prompt: str | None = None, *, language: str = languages.ENGLISH
 ) -> Decoded:
     """A partial transcript of ``samples``: a short window (5 s, or the utterance and a
-    second), hints or not (a partial is shown for a moment, and with the full window it cost
-    0.5 s of CPU, as much as four partials), and never decoded again: one that loops is not
-    shown."""
+    second), hints or not (a partial is shown for a moment; with hints it used to take the
+    full window, 0.5 s of CPU, five times as much), and never decoded again: one that loops
+    is not shown."""
     decoded, capped = _decode(
         samples, prompt, short_window=True, language=language, min_frames=_PARTIAL_MIN_FRAMES
     )
