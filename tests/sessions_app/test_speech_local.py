@@ -394,7 +394,9 @@ async def test_barge_in_mid_speech_stops_at_once_and_history_keeps_what_was_hear
         assert len(client.audio) == audio_at_cancel
         await client.send({"type": "text", "text": "and?"})
         await client.until("chat")
-    assert elapsed < 0.05
+    # At once: well under the 0.3 s Piper takes for the next sentence (which it must not wait
+    # for), with room for a loaded machine's scheduling.
+    assert elapsed < 0.15
     assert "chat" not in client.types()[: client.types().index("cancelled")]
     heard = llm.requests[1].json["messages"][-2]
     assert heard == {"role": "assistant", "content": "The first sentence is short. [interrupted]"}
