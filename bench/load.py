@@ -54,7 +54,7 @@ from bench.load_clients import (
     Observations,
     Plan,
 )
-from bench.load_stack import Child, Reading, Stack, take_reading
+from bench.load_stack import SERVERS, Child, Reading, Stack, take_reading
 
 P99_TARGET_MS = 50.0
 OPEN_CONCURRENCY = 20  # sessions connecting at once while ramping up
@@ -221,10 +221,11 @@ async def run(
     warmup: float,
     plan: Plan,
     profile: Path | None = None,
+    server: str = "daphne",
 ) -> Window:
     # Starting and stopping block the loop on purpose: no session runs then, and a
     # cancelled thread would go on starting processes behind the clean-up's back.
-    webs = stack.start_web(processes)
+    webs = stack.start_web(processes, server)
     started = list(webs)
     clients: list[ClientSession] = []
     lag = LoopLag()
@@ -424,6 +425,16 @@ def run_report(w: Window) -> dict[str, Any]:
         },
         **resources,
         "per_session": per_session(w, resources),
+        # The web processes' CPU over the window per audio frame the clients sent (the
+        # messages that dominate): what a server costs per message.
+        "web_cpu_us_per_frame": round(
+            sum(resources["cpu_pct"]["web"])
+            / 100
+            * (w.end - w.start)
+            * 1e6
+            / max(1, counters.frames_sent),
+            1,
+        ),
         "client_loop_lag_ms": percentiles(between(w.lag.samples, w.start, w.end)),
         "load_average": [round(value, 2) for value in w.load_average],
         "redis_ops": redis_report(w),
@@ -495,20 +506,23 @@ async def benchmark(stack: Stack, options: argparse.Namespace) -> dict[str, Any]
     stack.prepare()
     plan = Plan(stack.publishable_key, options.turn_every, options.server_tool, options.frame_ms)
     runs = []
-    for processes in options.processes:
-        for sessions in options.sessions:
-            window = await run(
-                stack, processes=processes, sessions=sessions, seconds=options.seconds,
-                warmup=options.warmup, plan=plan, profile=options.profile,
-            )  # fmt: skip
-            runs.append(run_report(window))
-            print(f"load: {processes} web x {sessions} sessions done", file=sys.stderr)
+    for processes, sessions, _, server in itertools.product(
+        options.processes, options.sessions, range(options.repeat), options.server
+    ):  # the servers alternate within each size, so they share the machine's moments
+        window = await run(
+            stack, processes=processes, sessions=sessions, seconds=options.seconds,
+            warmup=options.warmup, plan=plan, profile=options.profile, server=server,
+        )  # fmt: skip
+        runs.append({"server": server, **run_report(window)})
+        print(f"load: run {json.dumps(runs[-1])}", file=sys.stderr)  # kept should a later run fail
+        print(f"load: {server} {processes} web x {sessions} sessions done "
+              f"(load {window.load_average[0]:.2f})", file=sys.stderr)  # fmt: skip
     soak: dict[str, Any] = {"skipped": "--soak-seconds 0"}
     if options.soak_seconds > 0 and runs:
         processes, sessions, why = soak_choice(runs, options)
         window = await run(
             stack, processes=processes, sessions=sessions, seconds=options.soak_seconds,
-            warmup=options.warmup, plan=plan,
+            warmup=options.warmup, plan=plan, server=options.server[0],
         )  # fmt: skip
         soak = {"chosen": why, **soak_report(window, slices=round(options.soak_seconds / 60))}
     return {
@@ -544,6 +558,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     def numbers(text: str) -> list[int]:
         return [int(part) for part in text.split(",") if part.strip()]
 
+    def servers(text: str) -> list[str]:
+        names = [part.strip() for part in text.split(",") if part.strip()]
+        if unknown := set(names) - set(SERVERS):
+            raise argparse.ArgumentTypeError(f"unknown server(s): {', '.join(sorted(unknown))}")
+        return names
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=numbers, default=[50, 100, 200])
     parser.add_argument("--processes", type=numbers, default=[1, 2], help="daphne processes")
@@ -567,6 +587,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "started by the benchmark: operations per role")  # fmt: skip
     parser.add_argument("--profile", type=Path, help="py-spy (requirements/dev.txt) samples "
                         "the first web process over each window into this directory")  # fmt: skip
+    parser.add_argument(
+        "--server",
+        type=servers,
+        default=["daphne"],
+        help=f"ASGI servers, comma-separated, alternating at each size: {', '.join(SERVERS)}",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="run each size this many times")
     parser.add_argument("--quick", action="store_true", help="about a minute: a sanity run")
     options = parser.parse_args(argv)
     if options.quick:

@@ -165,6 +165,29 @@ def take_reading(
 
 # ---------------------------------------------------------------- the stack
 
+APPLICATION = "platform_site.asgi:application"
+# The ASGI servers the benchmark can run the same application under (``--server``).
+SERVERS = ("daphne", "daphne-uvloop", "uvicorn", "granian")
+
+
+def server_command(server: str, port: int) -> list[str]:
+    """The command line of one web process on ``port`` under ``server``."""
+    if server == "daphne":
+        return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), APPLICATION]
+    if server == "daphne-uvloop":  # Twisted's asyncio reactor on a uvloop event loop
+        launch = ("import asyncio, sys, uvloop; asyncio.set_event_loop_policy("
+                  "uvloop.EventLoopPolicy()); from daphne.cli import CommandLineInterface; "
+                  "sys.argv[0] = 'daphne'; CommandLineInterface.entrypoint()")  # fmt: skip
+        return [sys.executable, "-c", launch, "-b", "127.0.0.1", "-p", str(port), APPLICATION]
+    if server == "uvicorn":  # as the platform runs it (platform_site/serve.py)
+        return ["env", "WEB_SERVER=uvicorn", sys.executable, "-m", "platform_site.serve",
+                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    if server == "granian":
+        return [sys.executable, "-m", "granian", "--interface", "asginl", "--host", "127.0.0.1",
+                "--port", str(port), "--loop", "uvloop", "--workers", "1",
+                "--runtime-threads", "1", "--log-level", "warning", APPLICATION]  # fmt: skip
+    raise ValueError(f"unknown server {server!r}")
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -190,7 +213,7 @@ class Child:
         except OSError:
             return []
         found = []
-        for line, after in zip(lines, [*lines[1:], ""], strict=True):
+        for line, after in zip(lines, [*lines[1:], ""][: len(lines)], strict=True):
             if _PROBLEM.search(line):
                 # asyncio names the task on the next line
                 found.append((line + (" " + after if after.startswith("task:") else ""))[:300])
@@ -331,14 +354,11 @@ class Stack:
 
     # ------------------------------------------------------------ once per run
 
-    def start_web(self, count: int) -> list[Child]:
+    def start_web(self, count: int, server: str = "daphne") -> list[Child]:
         webs = []
         for _ in range(count):
             port = free_port()
-            command = [
-                sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                "platform_site.asgi:application",
-            ]  # fmt: skip
+            command = server_command(server, port)
             if self.web_cpu is not None:
                 command = ["taskset", "-c", str(self.web_cpu), *command]
             webs.append(self._spawn("web", command, port=port))
