@@ -24,6 +24,7 @@ from pathlib import Path
 LAYERS = [
     ("redis client", r"\((redis|hiredis)/"),
     ("daphne/twisted/autobahn", r"\((daphne|twisted|autobahn|txaio|zope)/"),
+    ("uvicorn/websockets", r"\((uvicorn|websockets|httptools|uvloop)/"),
     ("channels", r"\((channels|channels_redis|asgiref)/"),
     ("json", r"\(json/"),
     ("celery/kombu", r"\((celery|kombu|amqp|vine|billiard)/"),
