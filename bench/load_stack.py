@@ -179,9 +179,13 @@ def server_command(server: str, port: int) -> list[str]:
                   "uvloop.EventLoopPolicy()); from daphne.cli import CommandLineInterface; "
                   "sys.argv[0] = 'daphne'; CommandLineInterface.entrypoint()")  # fmt: skip
         return [sys.executable, "-c", launch, "-b", "127.0.0.1", "-p", str(port), APPLICATION]
-    if server == "uvicorn":  # as the platform runs it (platform_site/serve.py)
-        return ["env", "WEB_SERVER=uvicorn", sys.executable, "-m", "platform_site.serve",
-                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    if server == "uvicorn":  # with daphne's WebSocket limits, and no compression
+        return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
+                "--loop", "uvloop", "--http", "httptools", "--ws", "websockets",
+                "--ws-max-size", str(2**20), "--ws-per-message-deflate", "false",
+                "--ws-ping-interval", "20", "--ws-ping-timeout", "30", "--lifespan", "off",
+                "--no-proxy-headers", "--no-server-header", "--no-access-log",
+                APPLICATION]  # fmt: skip
     if server == "granian":
         return [sys.executable, "-m", "granian", "--interface", "asginl", "--host", "127.0.0.1",
                 "--port", str(port), "--loop", "uvloop", "--workers", "1",

@@ -568,8 +568,6 @@ LOGGING = {
         "mcp": {"level": "CRITICAL", "propagate": False, "handlers": []},
         # "Not Found: /recordings/<token>": a recording's signed URL is a bearer link.
         "django.request": {"filters": ["recording_urls"]},
-        # uvicorn's access log (WEB_SERVER=uvicorn) names every request's URL.
-        "uvicorn.access": {"filters": ["recording_urls"]},
     },
 }
 
@@ -603,11 +601,6 @@ SESSION_RESUME_TTL = env_float("SESSION_RESUME_TTL", 120.0)
 # (browsers reconnect at once) or its phone calls ended, and after this many seconds at most.
 # The orchestrator's own kill timeout must be longer (docs/scaling.md, "Deploys").
 DRAIN_GRACE_S = env_float("DRAIN_GRACE_S", 60.0)
-# The ASGI server `python -m platform_site.serve` runs (docs/configuration.md): daphne, or
-# uvicorn (about half daphne's CPU per WebSocket message; docs/capacity.md).
-WEB_SERVER = env_str("WEB_SERVER", "daphne").lower()
-if WEB_SERVER not in ("daphne", "uvicorn"):
-    raise ImproperlyConfigured(f"WEB_SERVER must be daphne or uvicorn, not {WEB_SERVER!r}")
 
 # Tool sandbox (published in docs/sandbox.md, "Sandbox limits").
 SANDBOX_WALL_TIME_S = env_float("SANDBOX_WALL_TIME_S", 30.0)

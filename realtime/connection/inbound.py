@@ -69,7 +69,6 @@ class InboundByteGate:
             await self.app(scope, receive, send)
             return
         inbox = _Inbox()
-        send = _SendUntilClosed(send)
         pump = asyncio.create_task(_pump(receive, send, inbox, limits.InboundBytes()))
         try:
             await self.app(scope, inbox.get, send)
@@ -77,28 +76,6 @@ class InboundByteGate:
             pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await pump
-
-
-class _SendUntilClosed:
-    """The server's ``send``, dropping what is sent once the socket has closed, as daphne
-    does. uvicorn, as ASGI allows, raises instead: ``ClientDisconnected`` (an OSError)
-    while the close is under way, a RuntimeError once it is done. Either way the consumer
-    learns of the close from its ``websocket.disconnect``, as under daphne; a session's
-    audio or events racing it are not a failure of the session."""
-
-    def __init__(self, send: Any) -> None:
-        self._send = send
-        self.closed = False
-
-    async def __call__(self, message: dict[str, Any]) -> None:
-        if self.closed:
-            return
-        try:
-            await self._send(message)
-        except (OSError, RuntimeError):
-            if message.get("type") not in ("websocket.send", "websocket.close"):
-                raise
-            self.closed = True
 
 
 async def _pump(receive: Any, send: Any, inbox: _Inbox, budget: limits.InboundBytes) -> None:

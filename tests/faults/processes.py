@@ -234,24 +234,14 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
-# The web servers the platform runs under (platform_site/serve.py, WEB_SERVER): tests of
-# what the server's layer guarantees run under each.
-WEB_SERVERS = ("daphne", "uvicorn")
-
-
 class Daphne(Process):
-    """A web process as the platform runs it (``python -m platform_site.serve``): daphne, or
-    the server ``server`` names."""
-
-    def __init__(self, platform: Platform, name: str = "daphne", server: str = "daphne") -> None:
+    def __init__(self, platform: Platform, name: str = "daphne") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = server
-        args = [sys.executable, "-m", "platform_site.serve", "--host", "127.0.0.1",
-                "--port", str(self.port)]  # fmt: skip
-        env = platform.process_env(WEB_SERVER=server)
-        super().__init__(args, env=env, log=platform.var_dir / f"{name}.log")
-        wait_for(self._healthy, timeout=60, what=f"{server} to serve /healthz\n{self.log_text()}")
+        args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
+                "platform_site.asgi:application"]  # fmt: skip
+        super().__init__(args, env=platform.env, log=platform.var_dir / f"{name}.log")
+        wait_for(self._healthy, timeout=60, what=f"daphne to serve /healthz\n{self.log_text()}")
 
     def _healthy(self) -> bool:
         assert self.alive(), self.log_text()[-3000:]

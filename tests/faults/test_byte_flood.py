@@ -23,13 +23,7 @@ from tests.engine.providers.llm.openai.fake_server import (
     Text,
     text_reply,
 )
-from tests.faults.processes import (
-    LOCAL_ORIGIN,
-    WEB_SERVERS,
-    Daphne,
-    Platform,
-    prepare_platform,
-)
+from tests.faults.processes import LOCAL_ORIGIN, Daphne, Platform, prepare_platform
 
 pytestmark = pytest.mark.slow
 
@@ -46,14 +40,12 @@ async def llm() -> AsyncIterator[FakeOpenAIServer]:
     await server.stop()
 
 
-@pytest.fixture(params=WEB_SERVERS)
-def web(
-    request: pytest.FixtureRequest, tmp_path: Path, llm: FakeOpenAIServer
-) -> Iterator[tuple[Daphne, Platform]]:
+@pytest.fixture
+def web(tmp_path: Path, llm: FakeOpenAIServer) -> Iterator[tuple[Daphne, Platform]]:
     var = tmp_path / "var"
     var.mkdir()
     platform = prepare_platform(var, redis_url="", llm_base_url=llm.base_url)  # embedded
-    daphne = Daphne(platform, server=request.param)
+    daphne = Daphne(platform)
     yield daphne, platform
     daphne.stop()
 
@@ -122,7 +114,7 @@ async def test_a_flood_of_large_frames_is_closed_before_daphne_grows(
 
         assert code == 4029
         assert sent < FRAMES  # refused long before the flood's end
-        assert grown < MAX_GROWTH, f"{daphne.server} grew {grown // 2**20} MB"
+        assert grown < MAX_GROWTH, f"daphne grew {grown // 2**20} MB"
         assert trips, "the other session answered no ping during the flood"
 
         # The other session is undisturbed: a turn works as before.

@@ -32,7 +32,6 @@ from tests.engine.providers.llm.openai.fake_server import DEFAULT_SCRIPT, FakeOp
 from tests.faults.processes import (
     INLINE,
     LOCAL_ORIGIN,
-    WEB_SERVERS,
     Daphne,
     Platform,
     RedisServer,
@@ -67,8 +66,7 @@ class Balancer:
 
 
 class Stack:
-    def __init__(self, var: Any, database_url: str | None, server: str) -> None:
-        self.server = server
+    def __init__(self, var: Any, database_url: str | None) -> None:
         self.redis = RedisServer(var).start()
         self.llm_port = free_port()
         self.platform: Platform = prepare_platform(
@@ -92,7 +90,7 @@ class Stack:
         self.started: list[Daphne] = []
 
     def daphne(self, name: str) -> Daphne:
-        daphne = Daphne(self.platform, name, server=self.server)
+        daphne = Daphne(self.platform, name)
         self.started.append(daphne)
         self.balancer.daphnes.append(daphne)
         return daphne
@@ -103,14 +101,14 @@ class Stack:
         self.redis.stop()
 
 
-@pytest.fixture(params=WEB_SERVERS)
-def stack(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Stack]:
+@pytest.fixture
+def stack(tmp_path: Any) -> Iterator[Stack]:
     test_database = os.environ.get("DATABASE_URL", "")
     with contextlib.ExitStack() as cleanup:
         database_url = None
         if test_database.startswith("postgres"):
             database_url = cleanup.enter_context(fresh_postgres(test_database))
-        stack = Stack(tmp_path, database_url, request.param)
+        stack = Stack(tmp_path, database_url)
         try:
             yield stack
         finally:
