@@ -555,7 +555,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "filters": {"recording_urls": {"()": "platform_site.log_masking.RecordingUrlFilter"}},
+    "filters": {"credential_urls": {"()": "platform_site.log_masking.CredentialUrlFilter"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # httpx logs every request's full URL at INFO: a tool's fetch URL may carry a secret
     # value the egress proxy put in (and provider URLs may carry keys).
@@ -566,8 +566,9 @@ LOGGING = {
         # unparsable bodies with their text) and what is sent (tool arguments: what the
         # caller said): silenced; mcp_app logs its own fixed sentences instead.
         "mcp": {"level": "CRITICAL", "propagate": False, "handlers": []},
-        # "Not Found: /recordings/<token>": a recording's signed URL is a bearer link.
-        "django.request": {"filters": ["recording_urls"]},
+        # "Not Found: /recordings/<token>": a recording's signed URL is a bearer link, and
+        # so are other URLs (platform_site/log_masking.py).
+        "django.request": {"filters": ["credential_urls"]},
     },
 }
 
