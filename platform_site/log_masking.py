@@ -43,7 +43,7 @@ def loggable_url(url: str) -> str:
 
 class CredentialUrlFilter(logging.Filter):
     """Masks credential-carrying URLs in the records of the logger it is set on; a URL
-    passed as an argument (uvicorn's lines: ``'… "%s %s HTTP/%s" %d'``) loses its query."""
+    passed as an argument (access-log lines: ``'… "%s %s HTTP/%s" %d'``) loses its query."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and record.args:
