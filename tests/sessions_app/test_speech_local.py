@@ -22,7 +22,14 @@ from engine.providers.base import (
 )
 from engine.providers.stt.local import adapter as stt_local
 from engine.providers.stt.local import turn as stt_local_turn
-from engine.providers.stt.local.adapter import Decoded, LocalSTT, ends_sentence
+from engine.providers.stt.local.adapter import (
+    Check,
+    Decoded,
+    Endpointing,
+    LocalSTT,
+    ends_sentence,
+    reading,
+)
 from engine.providers.tts.local.adapter import LocalTTS
 from sessions_app.models import TurnRecord
 from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer, text_reply
@@ -172,12 +179,19 @@ def verdict(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return answer
 
 
-async def heard(audio: bytes, *, live: bool = False) -> list[FinalTranscript]:
+async def heard(
+    audio: bytes,
+    *,
+    live: bool = False,
+    real_time: bool = False,
+    rules: Endpointing | None = None,
+) -> list[FinalTranscript]:
     """Finals of ``audio`` fed at once, then nothing more, once every decode and verdict it
     started is done: where the audio's silence stays short of the limits, only the model
     and the words can end the turn. ``live``: the loop runs between frames, as with a live
-    microphone, so the partials decoded meanwhile are shown before the pause."""
-    stream = await LocalSTT().open(sample_rate=16_000)
+    microphone, so the partials decoded meanwhile are shown before the pause;
+    ``real_time``: a frame every 20 ms, so a pause lasts as long as it would for a user."""
+    stream = await LocalSTT(endpointing=rules).open(sample_rate=16_000)
     finals: list[FinalTranscript] = []
 
     async def collect() -> None:
@@ -186,9 +200,12 @@ async def heard(audio: bytes, *, live: bool = False) -> list[FinalTranscript]:
                 finals.append(event)
 
     reader = asyncio.create_task(collect())
-    for start in range(0, len(audio), FRAME):
+    began = time.monotonic()
+    for index, start in enumerate(range(0, len(audio), FRAME)):
         await stream.push_audio(audio[start : start + FRAME])
-        if live:
+        if real_time:
+            await asyncio.sleep(max(0.0, began + (index + 1) * 0.02 - time.monotonic()))
+        elif live:
             await asyncio.sleep(0.004)
     for _ in range(600):  # the work is bounded; 30 s is only a guard against a hang
         await asyncio.sleep(0.05)
@@ -207,11 +224,9 @@ async def test_a_sure_model_and_a_finished_sentence_end_the_turn_at_a_short_paus
     assert words(final.text) == SPOKEN_WORDS
 
 
-async def test_an_unsure_model_waits_past_a_short_pause(
-    phrase_16k: bytes, verdict: list[float]
-) -> None:
+async def test_an_unsure_model_waits_past_a_short_pause(said: bytes, verdict: list[float]) -> None:
     verdict[0] = 0.2  # "not finished": 300 ms of silence is not the end (the fallback is 1 s)
-    assert await heard(silence(300) + phrase_16k + silence(300)) == []
+    assert await heard(silence(300) + said + silence(300)) == []
 
 
 async def test_words_that_trail_off_are_not_the_end_even_if_the_model_is_sure(
@@ -232,6 +247,94 @@ async def test_speech_after_a_pause_makes_one_turn(phrase_16k: bytes, verdict: l
     audio = silence(300) + phrase_16k + silence(250) + phrase_16k + silence(1200)
     (final,) = await heard(audio)
     assert words(final.text).count("paris") == 2
+
+
+@pytest.fixture(scope="module")
+def said(phrase_16k: bytes) -> bytes:
+    """The phrase without the voice's own silence before and after: the silence after it
+    is then exactly what a test puts there."""
+    loud = np.nonzero(np.abs(pcm16_to_float(phrase_16k)) > 0.01)[0]
+    return phrase_16k[loud[0] * 2 : (loud[-1] + 1) * 2]
+
+
+async def test_words_without_a_mark_and_a_sure_model_end_the_turn_at_the_first_pause(
+    said: bytes, verdict: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whisper often writes a name or a number without a full stop ("Call Margaret
+    # Thompson"); the rule before waited 480 ms for a sentence's mark, then asked the
+    # model again.
+    verdict[0] = 0.99
+    monkeypatch.setattr(
+        stt_local,
+        "transcribe",
+        lambda samples, prompt=None, full=False, language="en": Decoded(
+            "Call Margaret Thompson", -0.1
+        ),
+    )
+    (final,) = await heard(silence(300) + said + silence(300))
+    assert final.text == "Call Margaret Thompson"
+    assert await heard(silence(300) + said + silence(300), rules=BEFORE) == []
+
+
+async def test_a_finished_sentence_ends_the_turn_after_400_ms_even_if_the_model_doubts_it(
+    said: bytes, verdict: list[float]
+) -> None:
+    verdict[0] = 0.05
+    assert await heard(silence(300) + said + silence(360)) == []
+    (final,) = await heard(silence(300) + said + silence(480))
+    assert words(final.text) == SPOKEN_WORDS
+
+
+@pytest.fixture(scope="module")
+def paused_mid_sentence() -> bytes:
+    """Piper says "Tell my boss that", pauses 400 ms, and goes on "the meeting moved to
+    Friday." (16 kHz, as a browser sends it)."""
+
+    async def speak(text: str) -> np.ndarray:
+        pcm = b"".join([chunk async for chunk in LocalTTS().synthesize(text)])
+        samples = resample(pcm16_to_float(pcm), 24_000, 16_000)
+        loud = np.nonzero(np.abs(samples) > 0.01)[0]
+        return samples[loud[0] : loud[-1] + 1]
+
+    first, second = (asyncio.run(speak(text)) for text in PAUSED_PARTS)
+    gap = np.zeros(16_000 * 400 // 1000, np.float32)
+    return silence(300) + float_to_pcm16(np.concatenate([first, gap, second])) + silence(1200)
+
+
+PAUSED_PARTS = ("Tell my boss that", "the meeting moved to Friday.")
+
+
+@pytest.mark.parametrize("rules", ["graded", "before"])
+async def test_a_400_ms_pause_after_a_word_that_leaves_the_sentence_open_is_not_the_end(
+    paused_mid_sentence: bytes,
+    verdict: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    rules: str,
+) -> None:
+    # What Whisper writes for the first part (it punctuates the pause), at once, and a
+    # model sure the user is done: the last word still says more is coming. The rule
+    # before (a sentence's mark and a sure model at the first pause) cut the user off.
+    verdict[0] = 0.95
+    monkeypatch.setattr(
+        stt_local,
+        "transcribe",
+        lambda samples, prompt=None, full=False, language="en": Decoded("Tell my boss that.", -0.1),
+    )
+    finals = await heard(
+        paused_mid_sentence, real_time=True, rules=None if rules == "graded" else BEFORE
+    )
+    assert len(finals) == (1 if rules == "graded" else 2)
+
+
+# The end-of-turn rule before the graded one (bench/voice_to_voice.py's ``smart``).
+BEFORE = Endpointing(
+    checks=(
+        Check(160, done=0.8),
+        Check(480, done=0.0),
+        Check(480, open=0.5, trailing=0.5, ask=True),
+    ),
+    open_words=frozenset(),
+)
 
 
 # ---------------------------------------------------------------- a speculative final
@@ -297,6 +400,15 @@ async def test_a_speculative_final_is_never_less_sure_than_the_partial_it_replac
     assert "partial" in asked  # the user saw a partial before the pause
     assert heard_final.text == kept
     assert ("again" in asked) is decoded_again
+
+
+def test_how_the_words_read_finished_open_or_trailing() -> None:
+    assert reading("Which platform does it leave from?") == "done"
+    assert reading("Call Margaret Thompson") == "open"
+    assert reading("Tell my boss that.") == "trailing"
+    assert reading("Send an email to") == "trailing"
+    assert reading("Can you check whether my...") == "trailing"
+    assert reading("") == "trailing"
 
 
 def test_whisper_punctuation_says_whether_a_sentence_ended() -> None:
