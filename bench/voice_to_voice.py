@@ -72,6 +72,7 @@ from tests.engine.providers.fake import FakeLLM, FakeToolRunner
 RATE = 16_000
 SPEECH_FLOOR = 0.01  # -40 dBFS
 REPLY = "All right, I will take care of that for you now."
+FRAME = 640  # 20 ms: what bench/speech_capacity.py sends
 RATES_WPM = (140, 150, 160, 170, 180)  # an utterance's rate: the next of these, by index
 KINDS = ("statements", "questions", "commands", "numbers", "names")
 
@@ -133,6 +134,21 @@ HELD_OUT: dict[str, tuple[str, ...]] = {
         "Remind Kwame Mensah about the meeting.",
     ),
 }
+# The sentences of earlier versions of this bench, still held out (bench/speech_capacity.py
+# and bench/phone.py speak them).
+_Q, _C = HELD_OUT["questions"], HELD_OUT["commands"]
+SENTENCES = (
+    _Q[0],
+    _C[0],
+    _Q[1],
+    _Q[2],
+    HELD_OUT["statements"][0],
+    _C[1],
+    _Q[3],
+    _C[2],
+    _Q[4],
+    _C[3],
+)
 PAUSED = (
     ("I need to pick up", "my prescription from the pharmacy."),
     ("Could you find me", "a cheap hotel near the stadium?"),
@@ -261,7 +277,7 @@ assert not _HELD & set(TUNED_ON), "held-out utterances must not be the tuning on
 # ---------------------------------------------------------------- speech
 
 
-def espeak(text: str, folder: Path, wpm: int) -> np.ndarray:
+def espeak(text: str, folder: Path, wpm: int = 165) -> np.ndarray:
     path = folder / "espeak.wav"
     command = ["espeak-ng", "-v", "en-us", "-s", str(wpm), "-w", str(path), text]
     subprocess.run(command, check=True)
@@ -292,14 +308,26 @@ async def piper(text: str, wpm: int) -> np.ndarray:
     return await asyncio.to_thread(_piper_at, text, min(2.0, max(0.6, scale)))
 
 
-async def speak(voice: str, text: str, folder: Path, wpm: int) -> np.ndarray:
-    return espeak(text, folder, wpm) if voice == "espeak-ng" else await piper(text, wpm)
+async def speak(voice: str, text: str, folder: Path, wpm: int | None = None) -> np.ndarray:
+    """``text`` said by ``voice`` at ``wpm`` words a minute (None: the voice's own rate)."""
+    if voice == "espeak-ng":
+        return espeak(text, folder) if wpm is None else espeak(text, folder, wpm)
+    if wpm is None:
+        tts_local._VOICE.preload()
+        await tts_local._VOICE.ready()
+        return await asyncio.to_thread(_piper_at, text, 1.0)
+    return await piper(text, wpm)
 
 
 def last_word_byte(pcm: bytes) -> int:
     samples = np.abs(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768)
     loud = np.nonzero(samples > SPEECH_FLOOR)[0]
     return int(loud[-1]) * 2 if loud.size else 0
+
+
+def last_word_frame(pcm: bytes) -> int:
+    """The 20 ms frame that holds the recording's last sample louder than -40 dBFS."""
+    return last_word_byte(pcm) // FRAME
 
 
 def trimmed(samples: np.ndarray) -> np.ndarray:
