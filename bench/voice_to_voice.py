@@ -22,6 +22,12 @@ over the same utterances, normalised as in ``bench/wer.py``. Figures per kind of
 (``HELD_OUT``: statements, questions, commands, numbers, names), per voice and per frame
 size.
 
+``--replay``: the decision alone, in the recording's own time, as if the models took no
+time (each frame goes in once every decode and verdict it started is done; no partial
+transcripts): where the turn ended after the last word, in ms of audio, and the most false
+cuts the rule can make. On a shared, loaded machine real time measures the load; this
+does not.
+
 False cuts: each sentence of ``PAUSED`` is spoken whole, then cut at the quietest moment
 near the end of its first part, the quiet there taken out and exactly 400 ms of silence
 put in (the voice's prosody says "more to come", as a user's does who pauses
@@ -29,11 +35,13 @@ mid-sentence); a recording that makes more than one turn was cut.
 
 The rules were tuned on ``TUNING`` and ``PAUSED_TUNING`` (``--set tuning``) and earlier
 versions on ``EARLIER``; ``TUNED_ON`` is all of those, and no held-out utterance is in it.
-Prints one JSON object (with the load average before and after each rule), then tables.
+Prints one JSON object (the load average before and after the run, and at each
+conversation), then tables.
 A measurement, not a test.
 
     .venv/bin/python bench/voice_to_voice.py [--set heldout|tuning] [--kinds names,numbers]
         [--voices espeak-ng,piper] [--frames 20,40] [--modes fixed,smart,graded] [--quick]
+        [--replay] [--json out.json]
 """
 
 from __future__ import annotations
