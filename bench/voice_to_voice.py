@@ -76,9 +76,9 @@ from engine.providers.tts.local import adapter as tts_local
 from engine.providers.tts.local.adapter import LocalTTS
 from engine.session import SessionConfig, TurnMetrics, VoiceSession
 from tests.engine.providers.fake import FakeLLM, FakeToolRunner
+from tests.speech import SPEECH_FLOOR, trimmed
 
 RATE = 16_000
-SPEECH_FLOOR = 0.01  # -40 dBFS
 REPLY = "All right, I will take care of that for you now."
 FRAME = 640  # 20 ms: what bench/speech_capacity.py sends
 RATES_WPM = (140, 150, 160, 170, 180)  # an utterance's rate: the next of these, by index
@@ -336,12 +336,6 @@ def last_word_byte(pcm: bytes) -> int:
 def last_word_frame(pcm: bytes) -> int:
     """The 20 ms frame that holds the recording's last sample louder than -40 dBFS."""
     return last_word_byte(pcm) // FRAME
-
-
-def trimmed(samples: np.ndarray) -> np.ndarray:
-    """Without the voice's own leading and trailing silence: pauses are exactly as said."""
-    loud = np.nonzero(np.abs(samples) > SPEECH_FLOOR)[0]
-    return samples[loud[0] : loud[-1] + 1] if loud.size else samples
 
 
 def split(samples: np.ndarray, near: int) -> tuple[np.ndarray, np.ndarray]:

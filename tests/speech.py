@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 SPOKEN = "What is the weather in Paris?"
 
 # What tiny.en has been seen to write for a word of SPOKEN.
@@ -23,3 +25,17 @@ def words(text: str) -> list[str]:
 
 
 SPOKEN_WORDS = words(SPOKEN)
+
+
+SPEECH_FLOOR = 0.01  # -40 dBFS: quieter than this is a voice's own silence
+
+
+def loud_span(samples: np.ndarray) -> slice:
+    """From the first sample louder than the floor to the last (all of it if none is)."""
+    loud = np.nonzero(np.abs(samples) > SPEECH_FLOOR)[0]
+    return slice(loud[0], loud[-1] + 1) if loud.size else slice(0, len(samples))
+
+
+def trimmed(samples: np.ndarray) -> np.ndarray:
+    """Without the voice's own leading and trailing silence: pauses are exactly as said."""
+    return samples[loud_span(samples)]

@@ -35,7 +35,7 @@ from sessions_app.models import TurnRecord
 from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer, text_reply
 from tests.factories import make_tenant
 from tests.sessions_app.wsclient import Client
-from tests.speech import SPOKEN, SPOKEN_WORDS, words
+from tests.speech import SPOKEN, SPOKEN_WORDS, loud_span, trimmed, words
 
 FRAME = 640  # 20 ms at 16 kHz
 
@@ -260,8 +260,8 @@ async def test_speech_after_a_pause_makes_one_turn(phrase_16k: bytes, verdict: l
 def said(phrase_16k: bytes) -> bytes:
     """The phrase without the voice's own silence before and after: the silence after it
     is then exactly what a test puts there."""
-    loud = np.nonzero(np.abs(pcm16_to_float(phrase_16k)) > 0.01)[0]
-    return phrase_16k[loud[0] * 2 : (loud[-1] + 1) * 2]
+    loud = loud_span(pcm16_to_float(phrase_16k))
+    return phrase_16k[loud.start * 2 : loud.stop * 2]
 
 
 async def test_words_without_a_mark_and_a_sure_model_end_the_turn_at_the_first_pause(
@@ -310,9 +310,7 @@ def paused_mid_sentence() -> bytes:
 
     async def speak(text: str) -> np.ndarray:
         pcm = b"".join([chunk async for chunk in LocalTTS().synthesize(text)])
-        samples = resample(pcm16_to_float(pcm), 24_000, 16_000)
-        loud = np.nonzero(np.abs(samples) > 0.01)[0]
-        return samples[loud[0] : loud[-1] + 1]
+        return trimmed(resample(pcm16_to_float(pcm), 24_000, 16_000))
 
     first, second = (asyncio.run(speak(text)) for text in PAUSED_PARTS)
     gap = np.zeros(16_000 * 400 // 1000, np.float32)
