@@ -81,13 +81,16 @@ class CloseCode(IntEnum):
     ENDED = 4009  # ended by the workspace (dashboard or API)
     IDLE = 4010
     TOO_LONG = 4011
+    # Another connection resumed this session. A refusal (the old page must not resume it
+    # back): 1001 would say "going away", but daphne may not send it, and the socket stayed
+    # open.
+    DISPLACED = 4012
     TOO_MANY = 4029
     QUOTA_EXCEEDED = 4030  # the workspace used up a quota (usage_app.quotas)
     # A service the session needs (Redis) is down: try again later. (1013 would say so,
     # but daphne may only send 1000 or 3000-4999.)
     TRY_AGAIN = 4503
     RESUME_REFUSED = 4001  # a resume with the wrong token, like a wrong key
-    DISPLACED = 1001  # another connection resumed this session
 
 
 class ToolStatus(StrEnum):
@@ -171,6 +174,7 @@ class ErrorCode(StrEnum):
     SESSION_ENDED = "session_ended"
     SESSION_IDLE = "session_idle"
     SESSION_TOO_LONG = "session_too_long"
+    SESSION_DISPLACED = "session_displaced"
 
 
 # What a page hears when a provider fails: a fixed sentence per code, never the provider's

@@ -13,6 +13,7 @@ export const REFUSAL_CLOSE_CODES = {
   [CLOSE.ENDED]: CODE.SESSION_ENDED,
   [CLOSE.IDLE]: CODE.SESSION_IDLE,
   [CLOSE.TOO_LONG]: CODE.SESSION_TOO_LONG,
+  [CLOSE.DISPLACED]: CODE.SESSION_DISPLACED,
   [CLOSE.TOO_MANY]: CODE.TOO_MANY_SESSIONS,
   [CLOSE.QUOTA_EXCEEDED]: CODE.QUOTA_EXCEEDED,
 };
@@ -33,6 +34,7 @@ export const READABLE = {
   [CODE.SESSION_ENDED]: "This conversation was ended by the site.",
   [CODE.SESSION_IDLE]: "The conversation ended because nothing was said for a while.",
   [CODE.SESSION_TOO_LONG]: "The conversation reached its time limit.",
+  [CODE.SESSION_DISPLACED]: "This conversation went on in another window or tab.",
   [CODE.KEY_REVOKED]: "This page's API key was revoked, so the conversation ended.",
   [CODE.KEY_EXPIRED]: "This page's API key expired, so the conversation ended.",
   [CODE.INVALID_TOKEN]: "The session token was refused (unknown, already used or expired).",

@@ -74,8 +74,9 @@ export declare const ERROR_CODES: {
   readonly SESSION_ENDED: "session_ended";
   readonly SESSION_IDLE: "session_idle";
   readonly SESSION_TOO_LONG: "session_too_long";
+  readonly SESSION_DISPLACED: "session_displaced";
 };
-export type ErrorCode = "agent_not_allowed" | "already_configured" | "audio_too_fast" | "bad_json" | "bad_message" | "bad_protocol" | "configure_timeout" | "context_limit" | "frame_too_large" | "inline_code_refused" | "inline_config_refused" | "internal" | "invalid" | "invalid_key" | "invalid_token" | "key_expired" | "key_revoked" | "llm_failed" | "not_configured" | "not_voice_mode" | "origin_not_allowed" | "quota_exceeded" | "rate_limited" | "resume_refused" | "resume_unavailable" | "secret_key_refused" | "service_unavailable" | "session_ended" | "session_idle" | "session_too_long" | "stt_failed" | "token_required" | "too_many_connections" | "too_many_messages" | "too_many_sessions" | "too_many_sessions_from_address" | "tts_failed" | "unknown_tool_call" | "unknown_type" | "voice_unavailable";
+export type ErrorCode = "agent_not_allowed" | "already_configured" | "audio_too_fast" | "bad_json" | "bad_message" | "bad_protocol" | "configure_timeout" | "context_limit" | "frame_too_large" | "inline_code_refused" | "inline_config_refused" | "internal" | "invalid" | "invalid_key" | "invalid_token" | "key_expired" | "key_revoked" | "llm_failed" | "not_configured" | "not_voice_mode" | "origin_not_allowed" | "quota_exceeded" | "rate_limited" | "resume_refused" | "resume_unavailable" | "secret_key_refused" | "service_unavailable" | "session_displaced" | "session_ended" | "session_idle" | "session_too_long" | "stt_failed" | "token_required" | "too_many_connections" | "too_many_messages" | "too_many_sessions" | "too_many_sessions_from_address" | "tts_failed" | "unknown_tool_call" | "unknown_type" | "voice_unavailable";
 
 export declare const CLOSE_CODES: {
   readonly NORMAL: 1000;
@@ -93,13 +94,13 @@ export declare const CLOSE_CODES: {
   readonly ENDED: 4009;
   readonly IDLE: 4010;
   readonly TOO_LONG: 4011;
+  readonly DISPLACED: 4012;
   readonly TOO_MANY: 4029;
   readonly QUOTA_EXCEEDED: 4030;
   readonly TRY_AGAIN: 4503;
   readonly RESUME_REFUSED: 4001;
-  readonly DISPLACED: 1001;
 };
-export type CloseCode = 1000 | 1001 | 1005 | 1006 | 1011 | 1012 | 4000 | 4001 | 4002 | 4003 | 4004 | 4008 | 4009 | 4010 | 4011 | 4029 | 4030 | 4503;
+export type CloseCode = 1000 | 1001 | 1005 | 1006 | 1011 | 1012 | 4000 | 4001 | 4002 | 4003 | 4004 | 4008 | 4009 | 4010 | 4011 | 4012 | 4029 | 4030 | 4503;
 
 export declare const TOOL_STATUSES: {
   readonly STARTED: "started";

@@ -72,6 +72,7 @@ export const ERROR_CODES = Object.freeze({
   SESSION_ENDED: "session_ended",
   SESSION_IDLE: "session_idle",
   SESSION_TOO_LONG: "session_too_long",
+  SESSION_DISPLACED: "session_displaced",
 });
 
 export const CLOSE_CODES = Object.freeze({
@@ -90,11 +91,11 @@ export const CLOSE_CODES = Object.freeze({
   ENDED: 4009,
   IDLE: 4010,
   TOO_LONG: 4011,
+  DISPLACED: 4012,
   TOO_MANY: 4029,
   QUOTA_EXCEEDED: 4030,
   TRY_AGAIN: 4503,
   RESUME_REFUSED: 4001,
-  DISPLACED: 1001,
 });
 
 export const TOOL_STATUSES = Object.freeze({

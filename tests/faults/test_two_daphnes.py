@@ -332,6 +332,34 @@ async def test_dropped_connection_is_handed_over_with_the_running_turn(
     assert (record["turn_count"], record["close_code"]) == (2, 1000)
 
 
+@pytest.mark.parametrize("where", ["same process", "other process"])
+async def test_a_session_resumed_elsewhere_closes_the_old_socket_as_displaced(
+    stack: Stack, llm: FakeOpenAIServer, where: str
+):
+    """A second tab resumes the session while the first is still open: the first socket is
+    closed at once with 4012 (a refusal: the old tab must not resume it back), the new one
+    carries the conversation."""
+    first, second = await _two_daphnes(stack)
+    llm.script(text_reply("Still here."))
+    browser = Browser()
+    async with connect(first.ws(stack.publishable_key), origin=ORIGIN) as old:
+        await _send(old, {"type": "configure", "mode": "text"})
+        ready = await browser.until(old, "ready")
+        target = first if where == "same process" else second
+        async with connect(target.ws(stack.publishable_key), origin=ORIGIN) as new:
+            await browser.resume(new, ready)
+            await browser.until(new, "pong")
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    await asyncio.wait_for(old.recv(), 5)
+            assert closed.value.rcvd is not None
+            assert closed.value.rcvd.code == 4012
+            await _send(new, {"type": "text", "text": "Are you there?"})
+            assert (await browser.until(new, "chat"))["text"] == "Still here."
+            await new.close()
+    browser.assert_complete()
+
+
 async def _two_daphnes(stack: Stack) -> tuple[Daphne, Daphne]:
     first, second = stack.daphne("a"), stack.daphne("b")
     await first.ready()

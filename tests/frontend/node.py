@@ -24,7 +24,7 @@ globalThis.WebSocket = class {
     setTimeout(() => { this.readyState = 1; this.onopen(); }, 0); }
   send(data) { this.sent.push(typeof data === "string" ? JSON.parse(data) : new Int16Array(data)); }
   close() { this.readyState = 3; }
-  drop() { this.readyState = 3; this.onclose({ code: 1006 }); }
+  drop(code = 1006) { this.readyState = 3; this.onclose({ code }); }
   event(e) { this.onmessage({ data: JSON.stringify(e) }); }
 };
 const tick = (ms = 20) => new Promise((r) => setTimeout(r, ms));

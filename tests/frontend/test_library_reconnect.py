@@ -1,6 +1,7 @@
 """The browser library acts on ``reconnect`` (its web process is shutting down) at once:
 a new socket that resumes from the last event seen, no retry delay; the old socket's late
-frames are ignored, and it is closed once the new one has resumed."""
+frames are ignored, and it is closed once the new one has resumed. A socket closed because
+another tab resumed its session is not reopened."""
 
 from __future__ import annotations
 
@@ -92,3 +93,36 @@ def test_sessions_of_a_dropped_process_come_back_spread_over_the_first_backoff_s
     assert len(delays) == 20  # every session tried again within the first step (≤ 0.5 s)
     assert all(240 <= delay <= 600 for delay in delays), delays  # half the step to all of it
     assert max(delays) - min(delays) >= 50, delays  # not all in the same instant
+
+
+DISPLACED = """
+import { Connection } from "LIB/connection.js";
+import { CLOSE_CODES } from "LIB/protocol-generated.js";
+import { READABLE } from "LIB/errors.js";
+
+SOCKET
+const report = { retried: 0, lost: null, refused: null };
+const connection = new Connection({
+  url: "wss://platform.test/v1/session?key=pk_x",
+  configure: async () => ({ type: "configure" }),
+  onEvent() {}, onAudio() {}, onResumed() {},
+  onRetry() { report.retried += 1; }, onLost(code) { report.lost = code; },
+  onRefused(code, closeCode) { report.refused = [code, closeCode, READABLE[code]]; },
+});
+await connection.open();
+await tick();
+sockets[0].event({ type: "ready", seq: 1, ts: 0, sessionId: "s1", resumeToken: "r1" });
+sockets[0].drop(CLOSE_CODES.DISPLACED);
+await tick(800);  // past the first retry step
+report.sockets = sockets.length;
+console.log(JSON.stringify(report));
+process.exit(0);
+""".replace("SOCKET", SCRIPTED_SOCKET)
+
+
+def test_a_session_resumed_in_another_tab_is_not_taken_back() -> None:
+    report = run_library_script(DISPLACED)
+    assert report["sockets"] == 1 and report["retried"] == 0 and report["lost"] is None
+    assert report["refused"] == [
+        "session_displaced", 4012, "This conversation went on in another window or tab."
+    ]  # fmt: skip
