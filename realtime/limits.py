@@ -15,6 +15,7 @@ from engine.protocol import CLIENT_SAMPLE_RATE, ErrorCode
 from usage_app import quota_counters
 
 MESSAGE_BURST_S = 5  # WS_MESSAGES_PER_SECOND × this may arrive at once
+MESSAGES_PENDING_S = 20  # WS_MESSAGES_PER_SECOND × this may wait for the session at most
 AUDIO_BURST_S = 10  # seconds of audio that may arrive at once (a network stall, then a flush)
 AUDIO_BYTES_PER_S = CLIENT_SAMPLE_RATE * 2  # PCM16 mono
 INBOUND_BURST_S = 4  # seconds of a socket's byte allowance that may arrive at once
@@ -108,10 +109,10 @@ class _Bucket:
 
 
 class InboundBudget:
-    """What one socket may send, counted in its own process (it is that socket's alone):
-    messages a second, and audio no faster than ``AUDIO_MAX_SPEED`` times real time. A
-    socket past either is a flood, not a person, and its session ends (the refusal's code
-    and message are returned).
+    """The audio one socket may send, counted in its own process (it is that socket's alone):
+    no faster than ``AUDIO_MAX_SPEED`` times real time. A socket past it is a flood, not a
+    person, and its session ends (the refusal's code and message are returned). Its
+    messages are counted before they reach the session (``InboundMessages``).
 
     By hand rather than with ``core.rates``: this runs on every audio frame, where
     a storage round trip (even the in-memory one's locks) costs more than the frame's own
@@ -119,20 +120,10 @@ class InboundBudget:
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
-        per_second = settings.WS_MESSAGES_PER_SECOND
-        self._messages = _Bucket(rate=per_second, burst=per_second * MESSAGE_BURST_S, clock=clock)
         self._audio = _Bucket(
             rate=AUDIO_BYTES_PER_S * settings.AUDIO_MAX_SPEED,
             burst=AUDIO_BYTES_PER_S * AUDIO_BURST_S,
             clock=clock,
-        )
-
-    def message(self) -> tuple[ErrorCode, str] | None:
-        if self._messages.take(1):
-            return None
-        return (
-            ErrorCode.TOO_MANY_MESSAGES,
-            f"more than {settings.WS_MESSAGES_PER_SECOND} messages a second on one socket",
         )
 
     def audio(self, size: int) -> tuple[ErrorCode, str] | None:
@@ -142,6 +133,25 @@ class InboundBudget:
             ErrorCode.AUDIO_TOO_FAST,
             f"audio arrived faster than {settings.AUDIO_MAX_SPEED:g} times real time",
         )
+
+
+class InboundMessages:
+    """The messages one socket may send, counted as they arrive: however small, each costs
+    the process its own bookkeeping (300,000 tiny ones held 25-30 MB). ``WS_MESSAGES_PER_SECOND``
+    a second, ``MESSAGE_BURST_S`` of it at once; also bounds what arrived and was not handled
+    yet (``pending``). A microphone's 20 ms frames are 50 a second."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_second = settings.WS_MESSAGES_PER_SECOND
+        self.pending_max = self.per_second * MESSAGES_PENDING_S
+        burst = self.per_second * MESSAGE_BURST_S
+        self._bucket = _Bucket(rate=self.per_second, burst=burst, clock=clock)
+
+    def take(self, *, pending: int) -> str | None:
+        """None if one more message may come in now; else the refusal, in words."""
+        if self._bucket.take(1) and pending < self.pending_max:
+            return None
+        return f"more than {self.per_second} messages a second on one socket"
 
 
 class InboundBytes:

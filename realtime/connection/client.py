@@ -87,7 +87,7 @@ class Connection:
 
     async def receive_text(self, text: str) -> None:
         """A text frame of the browser's protocol: counted, decoded, then routed."""
-        if not await self._admitted():
+        if not self._admitted():
             return
         try:
             message = protocol.decode(text)
@@ -98,18 +98,13 @@ class Connection:
 
     async def control(self, message: protocol.ClientMessage) -> None:
         """A message the door decoded itself (counted like a frame)."""
-        if await self._admitted():
+        if self._admitted():
             await self._route(message)
 
-    async def _admitted(self) -> bool:
-        """Whether a message may be handled: the socket is open, and within its budget."""
-        if self._closing or self._access is None:
-            return False
-        flood = self._budget.message()
-        if flood is not None:
-            await self._flooded(*flood)
-            return False
-        return True
+    def _admitted(self) -> bool:
+        """Whether a message may be handled: the socket is open (its messages were counted
+        as they arrived, ``inbound.InboundByteGate``)."""
+        return not (self._closing or self._access is None)
 
     async def _route(self, message: protocol.ClientMessage) -> None:
         if self._host is not None:
@@ -133,10 +128,7 @@ class Connection:
         """The caller's audio in the door's own format (a browser's binary frame)."""
         if self._closing or self._access is None:
             return
-        flood = self._budget.message()
-        if flood is not None:
-            await self._flooded(*flood)
-        elif len(data) > protocol.BINARY_FRAME_MAX:
+        if len(data) > protocol.BINARY_FRAME_MAX:
             await self._error(
                 ErrorCode.FRAME_TOO_LARGE,
                 f"audio frames are limited to {protocol.BINARY_FRAME_MAX} bytes",
@@ -321,7 +313,7 @@ class Connection:
         await self._door.close(refusal.close_code, refusal.message[:120])
 
     async def flooded(self, reason: str) -> None:
-        """The socket sent more bytes than its budget (``inbound.InboundByteGate``)."""
+        """The socket sent more messages or bytes than its budget (``inbound.InboundByteGate``)."""
         await self._flooded(ErrorCode.TOO_MANY_MESSAGES, reason)
 
     async def _flooded(self, code: ErrorCode, message: str) -> None:

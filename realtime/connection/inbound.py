@@ -1,10 +1,12 @@
-"""Counts a socket's bytes as daphne hands them over, before the session sees them.
+"""Counts a socket's messages and bytes as daphne hands them over, before the session
+sees them.
 
-The consumer handles one message at a time; a client sending large frames faster than
-that would have them queued in the web process (daphne's queue has no bound) long before
-the consumer's own limits count them. This wrapper takes each message from daphne at
-once, counts it against the socket's byte budget (``limits.InboundBytes``) and keeps it
-for the consumer. Past the budget the socket is a flood: what is queued is dropped,
+The consumer handles one message at a time; a client sending frames faster than that
+would have them queued in the web process (daphne's queue has no bound) long before the
+consumer could count them. This wrapper takes each message from daphne at once, counts it
+against the socket's message budget (``limits.InboundMessages``: tiny messages by the
+hundred thousand are a flood too) and byte budget (``limits.InboundBytes``) and keeps it
+for the consumer. Past either budget the socket is a flood: what is queued is dropped,
 everything further is read and discarded (never kept), and the consumer is told first
 (``websocket.flood``): the session ends with ``too_many_messages`` and close 4029, not
 to be resumed. Should the consumer not get to it within ``CLOSE_AFTER_S``, this closes
@@ -40,6 +42,10 @@ class _Inbox:
         self.pending = 0  # bytes counted, not yet taken by the consumer
         self.flooded = False
 
+    @property
+    def pending_messages(self) -> int:
+        return len(self._messages)
+
     def put(self, message: dict[str, Any]) -> None:
         self._messages.append(message)
         self.pending += _size(message)
@@ -60,6 +66,17 @@ class _Inbox:
         return message
 
 
+class _Budget:
+    """A socket's message and byte budgets, taken together."""
+
+    def __init__(self) -> None:
+        self.messages, self.bytes = limits.InboundMessages(), limits.InboundBytes()
+
+    def take(self, size: int, inbox: _Inbox) -> str | None:
+        refusal = self.messages.take(pending=inbox.pending_messages)
+        return refusal or self.bytes.take(size, pending=inbox.pending)
+
+
 class InboundByteGate:
     def __init__(self, app: ASGI) -> None:
         self.app = app
@@ -69,7 +86,7 @@ class InboundByteGate:
             await self.app(scope, receive, send)
             return
         inbox = _Inbox()
-        pump = asyncio.create_task(_pump(receive, send, inbox, limits.InboundBytes()))
+        pump = asyncio.create_task(_pump(receive, send, inbox, _Budget()))
         try:
             await self.app(scope, inbox.get, send)
         finally:
@@ -78,7 +95,7 @@ class InboundByteGate:
                 await pump
 
 
-async def _pump(receive: Any, send: Any, inbox: _Inbox, budget: limits.InboundBytes) -> None:
+async def _pump(receive: Any, send: Any, inbox: _Inbox, budget: _Budget) -> None:
     closer: asyncio.Task[None] | None = None
     try:
         while True:
@@ -88,7 +105,7 @@ async def _pump(receive: Any, send: Any, inbox: _Inbox, budget: limits.InboundBy
                 return
             if inbox.flooded:
                 continue  # read and dropped: daphne's queue stays empty
-            refusal = budget.take(_size(message), pending=inbox.pending)
+            refusal = budget.take(_size(message), inbox)
             if refusal is None:
                 inbox.put(message)
                 continue

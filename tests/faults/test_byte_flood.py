@@ -123,3 +123,57 @@ async def test_a_flood_of_large_frames_is_closed_before_daphne_grows(
             pass
         assert event["text"] == "Hello from the other session."
     assert daphne.alive()
+
+
+TINY_MESSAGES = 900_000  # 1.8 MB of payload: within the byte budget
+TINY_GROWTH = 8 * 1024 * 1024  # they held 30 MB, queued while the session was set up
+
+
+def _tiny_frames(count: int) -> bytes:
+    """``count`` text frames of two bytes (``{}``) each, masked with zeros, ready to write."""
+    return b"\x81\x82\x00\x00\x00\x00{}" * count
+
+
+async def _calm_turns(ws: ClientConnection, turns: int) -> list[str]:
+    replies = []
+    for n in range(turns):
+        await ws.send(json.dumps({"type": "text", "text": f"calm {n}"}))
+        while (event := json.loads(await ws.recv()))["type"] != "chat":
+            pass
+        replies.append(event["text"])
+    return replies
+
+
+async def test_a_flood_of_tiny_messages_is_closed_before_daphne_grows(
+    web: tuple[Daphne, Platform], llm: FakeOpenAIServer
+) -> None:
+    """Tiny messages pass any byte budget: they are counted too (100 a second, 500 at once),
+    as they arrive, while a calm session on the same process talks on."""
+    daphne, platform = web
+    for n in range(3):
+        llm.script(text_reply(f"Calm reply {n}."))
+    async with (
+        connect(daphne.session_url(platform.publishable_key), origin=ORIGIN) as flooder,
+        connect(daphne.session_url(platform.outsider_key), origin=ORIGIN) as calm,
+    ):
+        await _ready(calm)
+        before = _resident(daphne.pid)
+        frames = _tiny_frames(TINY_MESSAGES)
+        turns = asyncio.create_task(_calm_turns(calm, 3))
+        # Sent while its session is being set up: the consumer is busy, daphne reads on.
+        await flooder.send(json.dumps({"type": "configure", "mode": "text"}))
+        for at in range(0, len(frames), 64 * 1024):  # as fast as the socket takes them
+            flooder.transport.write(frames[at : at + 64 * 1024])
+            await asyncio.sleep(0)
+        events = []
+        with pytest.raises(ConnectionClosed):
+            while True:
+                frame = await asyncio.wait_for(flooder.recv(), 30)
+                if isinstance(frame, str):
+                    events.append(json.loads(frame))
+        grown = _resident(daphne.pid) - before
+        assert await asyncio.wait_for(turns, 60) == [f"Calm reply {n}." for n in range(3)]
+    assert flooder.close_code == 4029
+    assert "too_many_messages" in [event.get("code") for event in events]
+    assert grown < TINY_GROWTH, f"daphne grew {grown // 2**20} MB"
+    assert daphne.alive()

@@ -194,13 +194,28 @@ def test_trimming_keeps_tool_calls_with_their_results() -> None:
 def test_a_socket_may_send_a_burst_then_its_rate(settings):
     settings.WS_MESSAGES_PER_SECOND = 100
     now = [0.0]
-    budget = limits.InboundBudget(clock=lambda: now[0])
-    assert all(budget.message() is None for _ in range(500))  # five seconds' worth at once
-    refused = budget.message()
-    assert refused == ("too_many_messages", "more than 100 messages a second on one socket")
+    budget = limits.InboundMessages(clock=lambda: now[0])
+    assert all(budget.take(pending=0) is None for _ in range(500))  # five seconds' worth at once
+    assert budget.take(pending=0) == "more than 100 messages a second on one socket"
     now[0] += 1.0
-    assert all(budget.message() is None for _ in range(100))
-    assert budget.message() is not None
+    assert all(budget.take(pending=0) is None for _ in range(100))
+    assert budget.take(pending=0) is not None
+
+
+def test_a_microphone_never_runs_out_of_messages_and_a_backlog_does(settings):
+    """20 ms frames (50 a second) and a ping a second, for ten minutes; then the session
+    stops taking them: past 20 s of the rate waiting, the socket is a flood."""
+    settings.WS_MESSAGES_PER_SECOND = 100
+    now = [0.0]
+    budget = limits.InboundMessages(clock=lambda: now[0])
+    for n in range(50 * 600):
+        now[0] += 0.02
+        assert budget.take(pending=0) is None
+        if n % 50 == 0:
+            assert budget.take(pending=1) is None
+    now[0] += 60.0
+    assert budget.take(pending=1_999) is None
+    assert budget.take(pending=2_000) is not None
 
 
 def test_audio_spoken_in_real_time_never_runs_out_and_a_flood_does(settings):
@@ -210,7 +225,7 @@ def test_audio_spoken_in_real_time_never_runs_out_and_a_flood_does(settings):
     frame = 1_280  # 40 ms of 16 kHz PCM16, as client.js sends it
     for _ in range(25 * 600):  # ten minutes of microphone
         now[0] += 0.04
-        assert budget.message() is None and budget.audio(frame) is None
+        assert budget.audio(frame) is None
     sent = 0
     while budget.audio(frame) is None:  # the same socket, now as fast as it can
         sent += 1

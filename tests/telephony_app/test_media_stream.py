@@ -248,6 +248,22 @@ async def test_a_flood_of_frames_closes_the_stream_and_ends_the_call(
     await ended_call(call_sid="CA9")
 
 
+async def test_a_flood_of_tiny_frames_closes_the_stream_and_ends_the_call(
+    owner: Tenant, llm: Any
+) -> None:
+    """Messages are counted as they arrive too: frames the door would drop unread (``{}``)
+    still cost the process, and thousands of them at once close the stream with 4029. A
+    call's 20 ms frames are 50 a second, under the 100 a second allowed."""
+    socket, _ = await _live_call(owner, "CA10")
+    for _ in range(3_000):
+        await socket.send_to(text_data="{}")
+    while (output := await socket.receive_output(10))["type"] != "websocket.close":
+        pass  # the greeting's frames
+    assert output["code"] == 4029
+    await socket.disconnect()
+    await ended_call(call_sid="CA10")
+
+
 async def test_a_recorded_call_keeps_the_callers_and_the_agents_audio(
     owner: Tenant, llm: Any, settings: Any, tmp_path: Any
 ) -> None:
