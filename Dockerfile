@@ -18,4 +18,5 @@ RUN useradd --create-home --uid 1000 platform && mkdir -p /app/var && chown plat
 USER platform
 
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "platform_site.asgi:application"]
+# An endpoint rather than -b/-p: it sets the listen backlog (Twisted's default is 50).
+CMD ["daphne", "-e", "tcp:port=8000:interface=0.0.0.0:backlog=1024", "platform_site.asgi:application"]

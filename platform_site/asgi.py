@@ -22,6 +22,7 @@ from platform_site.body_limit import BodyLimit, refuse_early_in_daphne  # noqa: 
 from platform_site.log_masking import mask_access_log_in_daphne  # noqa: E402
 from platform_site.response_pacing import pace_responses_in_daphne  # noqa: E402
 from platform_site.shutdown import drain_on_sigterm  # noqa: E402
+from platform_site.websocket_doors import rfc6455_only_in_daphne, unknown_path_route  # noqa: E402
 from realtime.routing import websocket_urlpatterns  # noqa: E402
 from realtime.session_setup import speech_preload  # noqa: E402
 from sessions_app.checks import refuse_bad_settings  # noqa: E402
@@ -37,10 +38,11 @@ drain_on_sigterm()  # a deploy's SIGTERM moves the sessions to other processes f
 refuse_early_in_daphne()  # a body past its limit is refused as it arrives, not held
 mask_access_log_in_daphne()  # a recording's signed URL is a credential: not in the log
 pace_responses_in_daphne()  # a response goes out as fast as its client takes it, no faster
+rfc6455_only_in_daphne()  # WebSocket version 13 only: not autobahn's hybi draft 8 as well
 
 application = ProtocolTypeRouter(
     {
         "http": BodyLimit(django_asgi_app),
-        "websocket": URLRouter([*websocket_urlpatterns, *phone_urlpatterns]),
+        "websocket": URLRouter([*websocket_urlpatterns, *phone_urlpatterns, unknown_path_route()]),
     }
 )

@@ -11,11 +11,19 @@ Every route takes ``HTTP_BODY_MAX_BYTES``; the upload routes (``HTTP_UPLOAD_PATH
   middleware alone would still see the web process grow by the body's size. Daphne's
   request class is replaced by one that answers 413 as soon as the declared length or the
   bytes received pass the limit, and drops the rest unread into memory.
+
+The same request class bounds the time a body takes (``HTTP_BODY_TIMEOUT_S``): Twisted's
+idle timeout (60 s without a byte) is reset by every byte, so a body trickled a byte at a
+time, or a byte short of its length, held its connection (and a place among the process's
+open files) for as long as its client liked. A body must arrive within the timeout, plus
+1 s for every ``BODY_MIN_BYTES_PER_S`` received (a slow upload that keeps going gets the
+time it needs); past that it is answered 408 and its connection closed.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -30,7 +38,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Any, Any, Any], Awaitable[None]]  # Django's handler types its own
 
+logger = logging.getLogger(__name__)
+TIMEOUT_BODY = json.dumps({"detail": "The request body did not arrive in time."}).encode()
 LINGER_S = 5.0  # reading (and dropping) a refused body, so the client gets to read the 413
+BODY_MIN_BYTES_PER_S = 16 * 1024  # past the timeout, a body must keep coming this fast
 
 
 def limit_for(path: str) -> int:
@@ -43,6 +54,11 @@ def limit_for(path: str) -> int:
 def refusal(limit: int) -> bytes:
     megabytes = round(limit / (1024 * 1024), 1)
     return json.dumps({"detail": f"The request body is larger than {megabytes:g} MB."}).encode()
+
+
+def body_deadline_s(received: int) -> float:
+    """Seconds a body may take, ``received`` bytes of it in."""
+    return float(settings.HTTP_BODY_TIMEOUT_S) + received / BODY_MIN_BYTES_PER_S
 
 
 def _declared_length(headers: list[tuple[bytes, bytes]]) -> int | None:
@@ -117,6 +133,8 @@ def refuse_early_in_daphne() -> None:
 def _limited_request(base: type[Any]) -> type[Any]:
     from twisted.internet import reactor
 
+    clock: Any = reactor  # the installed reactor; its interface types it oddly
+
     class LimitedWebRequest(base):  # type: ignore[misc]
         body_limited = True
 
@@ -124,8 +142,10 @@ def _limited_request(base: type[Any]) -> type[Any]:
             target = getattr(self.channel, "_path", b"/") or b"/"
             self._body_limit = limit_for(unquote(urlsplit(target.decode("latin-1")).path))
             self._body_seen, self._body_refused = 0, False
+            self._body_started = clock.seconds()
+            self._body_timer = clock.callLater(body_deadline_s(0), self._body_overdue)
             if length is not None and length > self._body_limit:
-                self._refuse_body()
+                self._refuse_body(413, b"Content Too Large", refusal(self._body_limit))
                 return
             super().gotLength(length)
 
@@ -134,25 +154,45 @@ def _limited_request(base: type[Any]) -> type[Any]:
                 return
             self._body_seen += len(data)
             if self._body_seen > self._body_limit:
-                self._refuse_body()
+                self._refuse_body(413, b"Content Too Large", refusal(self._body_limit))
                 return
             super().handleContentChunk(data)
 
         def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+            self._stop_body_timer()
             if self._body_refused:  # the whole refused body has been dropped: done
                 self._close()
                 return
             super().requestReceived(command, path, version)
 
-        def _refuse_body(self) -> None:
+        def connectionLost(self, reason: Any) -> None:
+            self._stop_body_timer()
+            super().connectionLost(reason)
+
+        def _body_overdue(self) -> None:
+            self._body_timer = None
+            waited = clock.seconds() - self._body_started
+            more = body_deadline_s(self._body_seen) - waited
+            if more > 0:  # the body kept coming: it has earned more time
+                self._body_timer = clock.callLater(more, self._body_overdue)
+                return
+            logger.info("request body not received within %.0f s: 408", waited)
+            self._refuse_body(408, b"Request Timeout", TIMEOUT_BODY)
+
+        def _stop_body_timer(self) -> None:
+            timer = getattr(self, "_body_timer", None)
+            if timer is not None and timer.active():
+                timer.cancel()
+            self._body_timer = None
+
+        def _refuse_body(self, status: int, reason: bytes, body: bytes) -> None:
+            self._stop_body_timer()
             self._body_refused = True
-            body = refusal(self._body_limit)
             self.channel.transport.write(
-                b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
-                b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+                b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n" % (status, reason)
+                + b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
                 + body
             )  # fmt: skip
-            clock: Any = reactor  # the installed reactor; its interface types it oddly
             clock.callLater(LINGER_S, self._close)
 
         def _close(self) -> None:

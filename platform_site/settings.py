@@ -704,6 +704,9 @@ HTTP_UPLOAD_PATHS = (
     r"/w/[^/]+/knowledge/[^/]+/",  # frontend/dashboard/knowledge.py: a base's page
 )
 DATA_UPLOAD_MAX_MEMORY_SIZE = HTTP_BODY_MAX_BYTES  # Django's own check, for form and JSON bodies
+# A body must arrive within this (plus 1 s per 16 KB received): a body trickled or left
+# unfinished is answered 408 instead of holding its connection for good.
+HTTP_BODY_TIMEOUT_S = env_int("HTTP_BODY_TIMEOUT_S", 30, minimum=1)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # an uploaded file past this waits on disk
 # The shortest refresh interval a URL document may have (docs/knowledge.md).
 KNOWLEDGE_REFRESH_MIN_HOURS = env_int("KNOWLEDGE_REFRESH_MIN_HOURS", 1, minimum=1)

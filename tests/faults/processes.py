@@ -37,6 +37,8 @@ _CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 _worker_numbers = itertools.count(1)
 # The fault tests configure their sessions inline (new keys refuse that by default).
 INLINE = ("--inline-config", "--inline-tool-code")
+# As deployed (Dockerfile, dev.sh): Twisted's default listen backlog is 50 connections.
+LISTEN_BACKLOG = 1024
 
 
 def free_port() -> int:
@@ -238,8 +240,8 @@ class Daphne(Process):
     def __init__(self, platform: Platform, name: str = "daphne") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                "platform_site.asgi:application"]  # fmt: skip
+        endpoint = f"tcp:port={self.port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}"
+        args = [sys.executable, "-m", "daphne", "-e", endpoint, "platform_site.asgi:application"]
         super().__init__(args, env=platform.env, log=platform.var_dir / f"{name}.log")
         wait_for(self._healthy, timeout=60, what=f"daphne to serve /healthz\n{self.log_text()}")
 

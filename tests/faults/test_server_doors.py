@@ -22,6 +22,7 @@ import secrets
 import select
 import socket
 import struct
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,17 +35,21 @@ from websockets.typing import Origin
 
 from engine.protocol import CloseCode, ErrorCode
 from tests.faults.processes import (
+    LISTEN_BACKLOG,
     LOCAL_ORIGIN,
+    ROOT,
     Daphne,
     Platform,
     prepare_platform,
     until,
+    wait_for,
 )
 
 pytestmark = pytest.mark.slow
 
 ORIGIN = Origin(LOCAL_ORIGIN)
 MESSAGE_MAX = 1024 * 1024
+BODY_TIMEOUT_S = 3
 CLOSING_HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
 
 
@@ -55,6 +60,7 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daphne, Plat
     platform = prepare_platform(var, redis_url="", llm_base_url="http://127.0.0.1:9/v1")
     platform.env["SESSIONS_PER_ADDRESS"] = "1"
     platform.env["LOG_LEVEL"] = "DEBUG"  # what a log at its most says is what is checked
+    platform.env["HTTP_BODY_TIMEOUT_S"] = str(BODY_TIMEOUT_S)
     daphne = Daphne(platform)
     yield daphne, platform
     daphne.stop()
@@ -214,12 +220,20 @@ def test_a_pipeline_never_read_holds_little(web: tuple[Daphne, Platform]) -> Non
     assert daphne.alive() and daphne.healthz() == 200
 
 
-def _upgrade(daphne: Daphne, key: str, extra: bytes = b"") -> tuple[socket.socket, bytes]:
+def _upgrade(
+    daphne: Daphne,
+    key: str,
+    extra: bytes = b"",
+    *,
+    path: bytes = b"/v1/session",
+    version: bytes = b"13",
+) -> tuple[socket.socket, bytes]:
     sock = _raw(daphne)
     nonce = base64.b64encode(os.urandom(16))
     sock.sendall(
-        b"GET /v1/session?key=" + key.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+        b"GET " + path + b"?key=" + key.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: " + version
+        + b"\r\n"
         b"Sec-WebSocket-Key: " + nonce + b"\r\nOrigin: " + LOCAL_ORIGIN.encode() + b"\r\n"
         + extra + b"\r\n"
     )  # fmt: skip
@@ -327,3 +341,104 @@ async def test_no_token_a_url_carries_nor_a_message_is_logged(
     assert "/v1/session" in log and "/phone/telnyx/stream" in log
     assert not [token for token in tokens if token in log], log[-3000:]
     assert typed not in log
+
+
+def test_an_unknown_websocket_path_is_refused_in_one_line(web: tuple[Daphne, Platform]) -> None:
+    """No route: a refusal at the handshake (403), one log line, no traceback; channels'
+    router raised instead, and daphne answered 500 and logged the traceback."""
+    daphne, platform = web
+    logged = len(daphne.log_text())
+    sock, head = _upgrade(daphne, platform.publishable_key, path=b"/ws/nope")
+    sock.close()
+    assert head.startswith(b"HTTP/1.1 403"), head
+    wait_for(lambda: "/ws/nope" in daphne.log_text()[logged:], timeout=10, what="the log line")
+    written = daphne.log_text()[logged:]
+    assert "Traceback" not in written and "Exception inside application" not in written, written
+    refusals = [line for line in written.splitlines() if "no route for /ws/nope" in line]
+    assert len(refusals) == 1 and " INFO " in refusals[0], written
+    assert daphne.healthz() == 200
+
+
+def test_only_websocket_version_13_is_spoken(web: tuple[Daphne, Platform]) -> None:
+    """Version 8 (the last hybi draft) was accepted; RFC 6455 asks for a refusal that names
+    the version spoken."""
+    daphne, platform = web
+    sock, head = _upgrade(daphne, platform.publishable_key, version=b"8")
+    sock.close()
+    assert head.startswith(b"HTTP/1.1 400"), head
+    assert b"sec-websocket-version: 13\r\n" in head.lower(), head
+    sock, head = _upgrade(daphne, platform.publishable_key)
+    sock.close()
+    assert head.startswith(b"HTTP/1.1 101"), head
+
+
+def test_daphne_listens_with_the_deployed_backlog(web: tuple[Daphne, Platform]) -> None:
+    """Twisted's default backlog is 50: past it, a burst of new connections (a deploy's
+    reconnects, a load balancer's) waits on SYN retries, seconds each. The listening
+    socket's backlog is what ``ss`` shows as its Send-Q; the kernel caps it at somaxconn."""
+    daphne, _ = web
+    for deployed in ("Dockerfile", "docker-compose.yml", "dev.sh"):
+        assert f"backlog={LISTEN_BACKLOG}" in (ROOT / deployed).read_text(), deployed
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    listing = subprocess.run(
+        ["ss", "-Hltn", f"sport = :{daphne.port}"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert int(listing[2]) == min(LISTEN_BACKLOG, somaxconn), listing
+
+
+def _post_head(length: int) -> bytes:
+    return (
+        b"POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % length
+    )
+
+
+def _stalled_body(daphne: Daphne) -> tuple[bytes, float]:
+    """Headers and 10 bytes of a 1,000-byte body, then nothing: the answer, and its time."""
+    started = time.monotonic()
+    with _raw(daphne) as sock:
+        sock.sendall(_post_head(1000) + b"{" * 10)
+        return _answer(sock), time.monotonic() - started
+
+
+def _trickled_body(daphne: Daphne) -> tuple[bytes, float]:
+    """A byte every half second (each resets Twisted's idle timeout)."""
+    started = time.monotonic()
+    with _raw(daphne) as sock:
+        sock.sendall(_post_head(1000))
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for _ in range(60):
+                if select.select([sock], [], [], 0.5)[0]:
+                    break
+                sock.sendall(b"{")
+        return _answer(sock), time.monotonic() - started
+
+
+def _slow_upload(daphne: Daphne) -> bytes:
+    """200 KB at 40 KB a second: past the timeout, but a body that keeps coming."""
+    body = b"{" * (200 * 1024)
+    with _raw(daphne) as sock:
+        sock.sendall(_post_head(len(body)))
+        for at in range(0, len(body), 4096):
+            sock.sendall(body[at : at + 4096])
+            time.sleep(0.1)
+        return _answer(sock)
+
+
+async def test_a_body_that_never_arrives_is_dropped_while_an_upload_goes_on(
+    web: tuple[Daphne, Platform],
+) -> None:
+    """A POST's headers then a stalled or trickled body held its connection for as long as
+    its client liked. Now 408 after HTTP_BODY_TIMEOUT_S (3 s here); a slower upload that
+    keeps coming, at the same time, reaches the application (whose CSRF check answers 403)."""
+    daphne, _ = web
+    stalled, trickled, upload = await asyncio.gather(
+        asyncio.to_thread(_stalled_body, daphne),
+        asyncio.to_thread(_trickled_body, daphne),
+        asyncio.to_thread(_slow_upload, daphne),
+    )
+    for answer, took in (stalled, trickled):
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert BODY_TIMEOUT_S <= took < BODY_TIMEOUT_S + 15, took  # 5 s of it: the linger
+    assert upload.startswith(b"HTTP/1.1 403") and b"CSRF" in upload, upload[:200]
+    assert daphne.alive() and daphne.healthz() == 200
