@@ -8,7 +8,8 @@ On SIGTERM (``platform_site.shutdown`` installs the handler under daphne):
 2. every browser session is sent a ``reconnect`` event: its client opens a new
    connection at once and ``resume``s, and the process that takes the resume asks this
    one to hand the session over (the running turn and server tools finish, the final
-   snapshot is written): every event once, in order, nothing lost;
+   snapshot is written): every event once, in order, nothing lost; a session whose socket
+   is already gone (waiting for a resume) is saved for one at once, not waited for;
 3. a phone call's carrier stream cannot reconnect: the call is left to finish;
 4. the process exits once no session is left, or when ``DRAIN_GRACE_S`` has passed:
    a browser session still here then is saved for a resume on any process; a phone call

@@ -368,11 +368,17 @@ class SessionHost:
 
     async def drain(self) -> None:
         """This process is shutting down: a client that can reconnect is told to, and its
-        ``resume`` on another process takes the session over (``_hand_over``). A phone
-        call is left to finish."""
-        if self._state == "running" and self.session is not None and self._sink is not None:
-            if self._resumable_elsewhere():
-                await self.session.ask_to_reconnect()
+        ``resume`` on another process takes the session over (``_hand_over``). A session
+        whose socket is gone (dropped, or cut for a message past daphne's size) has no one
+        to tell: it is saved for a resume anywhere now rather than holding the drain until
+        its grace period ends. A phone call is left to finish."""
+        if self._state != "running" or self.session is None:
+            return
+        if self._sink is None:
+            self._state = "handing_over"
+            self._handover = _run_unowned(self._hand_over(), "session-host handover")
+        elif self._resumable_elsewhere():
+            await self.session.ask_to_reconnect()
 
     async def drain_ended(self, within_s: float) -> None:
         """The drain's grace period ended with the session still here. One that can resume

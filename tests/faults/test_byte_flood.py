@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -177,3 +179,34 @@ async def test_a_flood_of_tiny_messages_is_closed_before_daphne_grows(
     assert "too_many_messages" in [event.get("code") for event in events]
     assert grown < TINY_GROWTH, f"daphne grew {grown // 2**20} MB"
     assert daphne.alive()
+
+
+async def test_a_session_dropped_for_an_oversized_message_does_not_hold_a_drain(
+    web: tuple[Daphne, Platform],
+) -> None:
+    """A message past 1 MiB drops its socket (autobahn says 1006, as for any dropped
+    socket): the session waits for a resume. A SIGTERM drain waited for it until its grace
+    period (60 s) ran out; now it is saved for a resume at once, and the process exits once
+    the calm session beside it has moved (told ``reconnect``: it leaves, as the browser
+    library does to reconnect elsewhere)."""
+    daphne, platform = web
+    async with (
+        connect(
+            daphne.session_url(platform.publishable_key), origin=ORIGIN, max_size=None
+        ) as oversized,
+        connect(daphne.session_url(platform.outsider_key), origin=ORIGIN) as calm,
+    ):
+        await _ready(oversized)
+        await _ready(calm)
+        await oversized.send(json.dumps({"type": "context", "text": "x" * (2 * 1024 * 1024)}))
+        with pytest.raises(ConnectionClosed):
+            while True:
+                await asyncio.wait_for(oversized.recv(), 20)
+        await asyncio.sleep(1)  # the server has seen the socket go
+        signalled = time.monotonic()
+        os.kill(daphne.pid, signal.SIGTERM)
+        while json.loads(await asyncio.wait_for(calm.recv(), 20))["type"] != "reconnect":
+            pass
+    await asyncio.to_thread(daphne.popen.wait, 90)
+    took = time.monotonic() - signalled
+    assert took < 20, f"the drain took {took:.0f} s of its 60"
