@@ -389,7 +389,7 @@ def test_daphne_listens_with_the_deployed_backlog(web: tuple[Daphne, Platform]) 
 def _post_head(length: int) -> bytes:
     return (
         b"POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n" % length
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n" % length
     )
 
 
