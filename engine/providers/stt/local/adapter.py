@@ -87,9 +87,6 @@ _MAX_COMPRESSION_RATIO = 2.4
 # faster-whisper's defaults: likely silence, and the words unlikely too.
 _NO_SPEECH = 0.6
 _LOW_LOGPROB = -1.0
-# A final's mean log-probability from which it is not decoded again to check it (see
-# ``_surer``): sure finals of the benchmarks' sentences scored -0.05 to -0.3.
-_SURE = -0.4
 
 _FINALS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stt-final")
 _PARTIALS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-stt-partial")
@@ -267,19 +264,18 @@ def transcribe(
     samples: np.ndarray,
     prompt: str | None = None,
     *,
-    full: bool = False,
     language: str = languages.ENGLISH,
 ) -> Decoded:
     """Words in ``samples`` (float32, 16 kHz); runs on a decoding thread.
 
     Without vocabulary hints the encoder gets a 10 s window (or the utterance plus a
     second, if longer), not Whisper's fixed 30 s: CTranslate2 takes a shorter input, and
-    the encoder's cost grows with it (about 100 ms instead of 300 ms here). With hints (or
-    ``full``) the full window. A short window makes a repetition loop likelier, so the
-    words are capped by the audio's length, and a text that reaches the cap or repeats
-    itself (see ``_loops``) is decoded again with the full window.
+    the encoder's cost grows with it (about 100 ms instead of 300 ms here). With hints the
+    full window. A short window makes a repetition loop likelier, so the words are capped
+    by the audio's length, and a text that reaches the cap or repeats itself (see
+    ``_loops``) is decoded again with the full window.
     """
-    if prompt or full:  # hints lose most of their effect in a short window (bench/wer.py)
+    if prompt:  # hints lose most of their effect in a short window (bench/wer.py)
         return _decode(samples, prompt, short_window=False, language=language)[0]
     decoded, capped = _decode(samples, prompt, short_window=True, language=language)
     if capped or _loops(decoded.text):
@@ -379,12 +375,11 @@ class _Decoders:
         prompt: str | None,
         stale: Callable[[], bool],
         *,
-        full: bool = False,
         language: str = languages.ENGLISH,
     ) -> Decoded:
         def run() -> Decoded:
             # A speculative decode whose pause ended before its turn came is skipped.
-            return NOTHING if stale() else transcribe(samples, prompt, full=full, language=language)
+            return NOTHING if stale() else transcribe(samples, prompt, language=language)
 
         self.finals += 1
         try:
@@ -460,15 +455,6 @@ class _Partial:
 
 def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
-
-
-def _sure_of(final: Decoded, partial: Decoded) -> bool:
-    """The decoder was sure of ``final``, and surer than of the partial or it says the
-    partial's words and more."""
-    said = _words(partial.text)
-    if final.score < _SURE:
-        return False
-    return final.score >= partial.score or _words(final.text)[: len(said)] == said
 
 
 @dataclasses.dataclass(eq=False)
@@ -659,9 +645,7 @@ class LocalSTTStream(STTStream):
         if pause is not None and pause.decode is not None:
             # Nobody spoke since the pause began: its decode is this turn's final, unless
             # the partial the user saw was surer (see ``_surer``).
-            kept = _KEPT_TRAILING_SILENCE_MS * WHISPER_RATE // 1000 * 2
-            speech = pcm16_to_float(audio[: self._voice_end + kept])
-            surer = self._surer(pause.decode, self._last_partial, speech, self._voice_end)
+            surer = self._surer(pause.decode, self._last_partial, self._voice_end)
             self._track(self._deliver(final, self._track(surer)))
             return
         trailing = max(0, self._silence_ms - _KEPT_TRAILING_SILENCE_MS)
@@ -672,9 +656,9 @@ class LocalSTTStream(STTStream):
     # ------------------------------------------------------------ decoding
 
     def _final(
-        self, samples: np.ndarray, stale: Callable[[], bool], *, full: bool = False
+        self, samples: np.ndarray, stale: Callable[[], bool]
     ) -> Coroutine[Any, Any, Decoded]:
-        return _DECODERS.final(samples, self._prompt, stale, full=full, language=self._language)
+        return _DECODERS.final(samples, self._prompt, stale, language=self._language)
 
     def _track(self, coroutine: Any) -> asyncio.Task[Any]:
         task = asyncio.create_task(coroutine)
@@ -688,31 +672,22 @@ class LocalSTTStream(STTStream):
             self._events.put_nowait(dataclasses.replace(final, text=text))
 
     async def _surer(
-        self,
-        speculative: asyncio.Task[Decoded],
-        partial: _Partial | None,
-        speech: np.ndarray,
-        voice_end: int,
+        self, speculative: asyncio.Task[Decoded], partial: _Partial | None, voice_end: int
     ) -> Decoded:
-        """The speculative final, or what the decoder was surer of when it disagrees with
-        the partial the user saw ("…capital I'm France?" after "…capital of France?"): the
-        partial, if it heard every word (all the speech, or as many words), else the speech
-        decoded again with the full window. By the decoder's own score. A final the
-        decoder was sure of, surer than of the partial (which heard less) or saying its words
-        and more, is kept as it is: decoding it again (the full window: 0.5 s of CPU, four
-        times a short decode) changed no word on bench/speech_capacity.py's sentences."""
+        """The speculative final, or the partial the user saw when the two disagree and the
+        partial heard every word (all the speech, or as many words) and the decoder was
+        surer of it ("…capital of France?" shown, "…capital I'm France?" decoded). A
+        partial that heard less cannot be the final; the speech is not decoded again to
+        check the final against it: that decode (the full window) kept users of
+        bench/voice_to_voice.py's names and numbers waiting 0.4-2.4 s after the end of the
+        turn, and on them it made no word right that the speculative final had wrong."""
         decoded = await self._decoded(speculative)
         if partial is None or _words(partial.decoded.text) == _words(decoded.text):
             return decoded
         heard_all = partial.heard_bytes >= voice_end
         if heard_all or len(_words(partial.decoded.text)) == len(_words(decoded.text)):
-            other = partial.decoded
-        elif _sure_of(decoded, partial.decoded):
-            return decoded
-        else:
-            again = self._final(speech, lambda: self._closed, full=True)
-            other = await self._decoded(self._track(again))
-        return other if other.score > decoded.score else decoded
+            return partial.decoded if partial.decoded.score > decoded.score else decoded
+        return decoded
 
     async def _partial(
         self, utterance_id: int, decode: asyncio.Future[Decoded], heard_bytes: int
