@@ -395,6 +395,55 @@ async def test_a_speculative_final_is_never_less_sure_than_a_partial_that_heard_
     assert asked.count("final") == 1
 
 
+async def test_a_partial_decoded_after_its_turn_ended_is_never_shown(
+    phrase_16k: bytes, verdict: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The partial thread is still decoding the start of the utterance when the turn ends
+    # and its final is out; that partial ("What is the") must not replace the final on the
+    # user's screen.
+    verdict[0] = 0.97
+    whisper_writes(monkeypatch, RIGHT)
+    decoding, release = threading.Event(), threading.Event()
+
+    def slow_partial(
+        samples: np.ndarray, prompt: str | None = None, language: str = "en"
+    ) -> Decoded:
+        decoding.set()
+        release.wait(30)
+        return Decoded("What is the", -0.1)
+
+    monkeypatch.setattr(stt_local, "transcribe_partial", slow_partial)
+    stream = await LocalSTT().open(sample_rate=16_000)
+    events: list[STTEvent] = []
+
+    async def collect() -> None:
+        async for event in stream.events():
+            events.append(event)
+
+    reader = asyncio.create_task(collect())
+    try:
+        audio = silence(300) + phrase_16k + silence(600)
+        for start in range(0, len(audio), FRAME):
+            await stream.push_audio(audio[start : start + FRAME])
+            await asyncio.sleep(0.004)
+        for _ in range(400):
+            if any(isinstance(event, FinalTranscript) for event in events):
+                break
+            await asyncio.sleep(0.05)
+        assert decoding.is_set()  # a partial was under way when the turn ended
+    finally:
+        release.set()
+    for _ in range(400):  # the partial's decode comes back
+        await asyncio.sleep(0.05)
+        if not stream._decodes:
+            break
+    await stream.aclose()
+    await reader
+    assert [type(event) for event in events] == [SpeechStarted, FinalTranscript]
+    final = events[-1]
+    assert isinstance(final, FinalTranscript) and final.text == RIGHT
+
+
 def test_how_the_words_read_finished_open_or_trailing() -> None:
     assert reading("Which platform does it leave from?") == "done"
     assert reading("Call Margaret Thompson") == "open"

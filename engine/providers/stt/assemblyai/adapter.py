@@ -449,7 +449,8 @@ class _PendingFinal:
 
 
 class _Turns:
-    """``Turn`` messages to partials and exactly one final per turn.
+    """``Turn`` messages to partials and exactly one final per turn, and nothing of a turn
+    after its final (a late partial would replace the final on the user's screen).
 
     With ``format_turns`` Universal-Streaming ends a turn twice: an unformatted
     ``end_of_turn`` message, then its formatted copy. The endpoint is the first; the text
@@ -461,8 +462,14 @@ class _Turns:
         self._clock = clock
         self._last_partial = ""
         self._pending: _PendingFinal | None = None
+        self._ended: int | None = None  # the turn_order of the last final
 
     def feed(self, turn: dict[str, Any], arrived_at: float) -> list[STTEvent]:
+        order = turn.get("turn_order")
+        if isinstance(order, int) and self._ended is not None and order <= self._ended:
+            # That turn's final is out: a late partial of it, or the formatted copy of a
+            # turn that ended unformatted when the next one began, would come after it.
+            return []
         events = self._stale_pending(turn)
         if not turn.get("end_of_turn"):
             return events + self._partial(turn)
@@ -495,6 +502,8 @@ class _Turns:
 
     def _final(self, turn: dict[str, Any], endpoint_at: float) -> list[STTEvent]:
         self._last_partial = ""
+        order = turn.get("turn_order")
+        self._ended = order if isinstance(order, int) else self._ended
         text = _text(turn)
         if not text:
             return []

@@ -307,6 +307,35 @@ async def test_an_end_of_turn_whose_formatting_never_comes_is_still_final(
     assert await next_event(stream) == PartialTranscript("and")
 
 
+async def test_nothing_of_a_turn_comes_after_its_final(
+    server: FakeAssemblyAIServer, open_stream: Opener
+) -> None:
+    # A partial of a turn that arrives after its final would replace "landlord" on the
+    # user's screen with "land"; the formatted copy of a turn that was already final
+    # (ended unformatted when the next turn began) would be a second turn.
+    unformatted = turn_message("my landlord", turn_order=0, last_end_ms=80, end_of_turn=True)
+    next_turn = turn_message("and", turn_order=1, last_end_ms=90, end_of_turn=False)
+    formatted = turn_message(
+        "My landlord.", turn_order=0, last_end_ms=80, end_of_turn=True, formatted=True
+    )
+    late = turn_message("my land", turn_order=0, last_end_ms=60, end_of_turn=False)
+    done = turn_message("And then.", turn_order=1, last_end_ms=95, end_of_turn=True, formatted=True)
+    server.script(
+        WaitAudio(100), Send(unformatted), Send(next_turn), Send(formatted), Send(late), Send(done)
+    )
+    stream = await open_stream(format_turns=True)
+
+    await push(stream, 100)
+    first = await until_final(stream)
+    second = await until_final(stream)
+
+    assert [type(e) for e in first] == [FinalTranscript]
+    assert first[0].text == "my landlord"
+    assert second[:-1] == [PartialTranscript("and")]
+    assert isinstance(second[-1], FinalTranscript)
+    assert second[-1].text == "And then."
+
+
 async def test_speech_started_is_passed_on(
     server: FakeAssemblyAIServer, open_stream: Opener
 ) -> None:
