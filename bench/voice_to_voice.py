@@ -210,6 +210,12 @@ TUNING: dict[str, tuple[str, ...]] = {
         "My phone number is zero six one two three four five six seven eight.",
         "It costs ninety nine euros.",
         "Gate number forty two.",
+        "Extension four four two one.",
+        "My card ends in three three eight zero.",
+        "The flight leaves at six forty five.",
+        "I was born in nineteen ninety two.",
+        "The confirmation code is seven one one five two.",
+        "Put me down for eighteen people.",
     ),
     "names": (
         "Call Margaret Thompson.",
@@ -218,6 +224,12 @@ TUNING: dict[str, tuple[str, ...]] = {
         "Is Professor Yamamoto in today?",
         "Transfer me to Fatima Al Sayed.",
         "Invite Dmitri Volkov to the call.",
+        "Ask Benedikt Schreiber to call me.",
+        "Connect me with Anneliese Dufour.",
+        "Is Nkechi Obi working today?",
+        "Forward this to Rajesh Venkataraman.",
+        "Add Colm Sullivan to the list.",
+        "I have an appointment with Doctor Szymanski.",
     ),
 }
 PAUSED_TUNING = (
@@ -229,6 +241,11 @@ PAUSED_TUNING = (
     ("Book me a flight to", "Rome on Friday."),
     ("How long does it take", "to boil an egg?"),
     ("The meeting with", "Tomasz Nowak is at three."),
+    # Pauses inside a number or after a name, where the first part reads whole.
+    ("My phone number is zero seven one", "four four nine two."),
+    ("The code is three three", "eight one."),
+    ("Please call Anna", "Schmidt at the office."),
+    ("I need four", "tickets for Saturday."),
 )
 # What earlier tuning (the smart rule's thresholds, the punctuation rule) looked at.
 EARLIER = (

@@ -447,6 +447,8 @@ async def test_a_partial_decoded_after_its_turn_ended_is_never_shown(
 def test_how_the_words_read_finished_open_or_trailing() -> None:
     assert reading("Which platform does it leave from?") == "done"
     assert reading("Call Margaret Thompson") == "open"
+    assert reading("My PIN is 4 7 1 9") == "number"
+    assert reading("The code is 904.") == "done"
     assert reading("Tell my boss that.") == "trailing"
     assert reading("Send an email to") == "trailing"
     assert reading("Can you check whether my...") == "trailing"
