@@ -301,6 +301,19 @@ async def test_words_without_a_mark_end_the_turn_within_640_ms_even_if_the_model
     assert await heard(silence(300) + said + silence(720), real_time=True, rules=BEFORE) == []
 
 
+async def test_a_number_without_a_mark_ends_the_turn_at_480_ms_even_if_the_model_doubts_it(
+    said: bytes, verdict: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whisper writes a PIN or a phone number without a full stop, and the model doubts
+    # nearly all of them, finished or not; a name without a mark waits longer.
+    verdict[0] = 0.05
+    whisper_writes(monkeypatch, "My PIN is 4 7 1 9")
+    (final,) = await heard(silence(300) + said + silence(560))
+    assert final.text == "My PIN is 4 7 1 9"
+    whisper_writes(monkeypatch, "Call Margaret Thompson")
+    assert await heard(silence(300) + said + silence(560)) == []
+
+
 @pytest.fixture(scope="module")
 def paused_mid_sentence() -> bytes:
     """Piper says "Tell my boss that", pauses 400 ms, and goes on "the meeting moved to
