@@ -16,12 +16,12 @@ process. At the first short pause
 (``stt_local_turn``), which judges from the audio whether the user has finished. Then
 graded checks (``Endpointing.checks``, ``turn_over``) decide as the silence grows: each
 sets a bar for the model's probability by how the decoded words read (a finished sentence,
-words without a mark, or words that trail off: Whisper punctuates, "…leaves?" ends a
-sentence, "Can you check whether my..." and "…tell my boss that." do not), and the bars
-fall as the silence grows; the model is asked once, its verdict reused. Past the checks
-``incomplete_silence_ms`` of silence ends the turn. Without the model (not installed, or
-``turn_model=False``) a fixed ``end_silence_ms`` of silence ends the turn, as it did
-before. ``max_utterance_s`` cuts a monologue into turns.
+a number or other words without a mark, or words that trail off: Whisper punctuates,
+"…leaves?" ends a sentence, "Can you check whether my..." and "…tell my boss that." do
+not), and the bars fall as the silence grows; the model is asked once, its verdict
+reused. Past the checks ``incomplete_silence_ms`` of silence ends the turn. Without the
+model (not installed, or ``turn_model=False``) a fixed ``end_silence_ms`` of silence ends
+the turn, as it did before. ``max_utterance_s`` cuts a monologue into turns.
 
 An agent's vocabulary hints (product names, code identifiers) become Whisper's initial
 prompt: the decoder reads them as text said just before, which makes those spellings
