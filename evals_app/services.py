@@ -25,7 +25,8 @@ from evals_app.models import AgentTest, Simulation, Status, TestRun
 from realtime.access import Access
 from realtime.session_setup import ConfigureRefused, SessionPlan, session_plan_build
 from secrets_app.audit import SYSTEM, Actor, audit_record
-from secrets_app.models import ApiKey, Workspace
+from secrets_app.models import ApiKey
+from secrets_app.services import workspace_lock
 from sessions_app import versions, workspace_providers
 from sessions_app.models import Agent, AgentVersion, Session
 from usage_app import services as usage_services
@@ -55,13 +56,17 @@ def agent_test_save(
     for field, value in (("turns", cleaned), ("tool_results", tool_results or {})):
         if strings_mapped(value, storable) != value:  # a NUL or a lone surrogate: a DataError
             raise ValidationError({field: ["no NUL characters or lone UTF-16 surrogates"]})
-    existing = AgentTest.objects.filter(workspace=agent.workspace, agent=agent)
-    if not existing.filter(name=name).exists() and existing.count() >= settings.AGENT_TESTS_MAX:
-        raise ValidationError({"name": [f"an agent has at most {settings.AGENT_TESTS_MAX} tests"]})
-    test, _ = AgentTest.objects.update_or_create(
-        workspace=agent.workspace, agent=agent, name=name,
-        defaults={"turns": cleaned, "tool_results": tool_results or {}},
-    )  # fmt: skip
+    with transaction.atomic():
+        workspace_lock(workspace_id=agent.workspace_id)  # counted and written as one step
+        existing = AgentTest.objects.filter(workspace=agent.workspace, agent=agent)
+        if not existing.filter(name=name).exists() and existing.count() >= settings.AGENT_TESTS_MAX:
+            raise ValidationError(
+                {"name": [f"an agent has at most {settings.AGENT_TESTS_MAX} tests"]}
+            )
+        test, _ = AgentTest.objects.update_or_create(
+            workspace=agent.workspace, agent=agent, name=name,
+            defaults={"turns": cleaned, "tool_results": tool_results or {}},
+        )  # fmt: skip
     audit_record(
         workspace=agent.workspace, actor=actor, action="agent_test.saved",
         target=f"{agent.slug}/{name}",
@@ -84,12 +89,6 @@ class TooManyRunning(ValidationError):
 UNFINISHED = (Status.QUEUED, Status.RUNNING)
 
 
-def _workspace_locked(workspace_id: int) -> None:
-    """Lock the workspace's row until the transaction ends: in-flight counts taken under
-    it and the rows inserted after them are one step for concurrent requests."""
-    Workspace.objects.select_for_update().filter(pk=workspace_id).first()
-
-
 def test_run_create(
     *, agent: Agent, version: AgentVersion | None = None, spoken: bool = False,
     actor: Actor = SYSTEM,
@@ -101,7 +100,7 @@ def test_run_create(
         speech.offline_speech_required("spoken")
     digest = "" if version else versions.draft_digest(agent)
     with transaction.atomic():
-        _workspace_locked(agent.workspace_id)
+        workspace_lock(workspace_id=agent.workspace_id)
         unfinished = TestRun.objects.filter(workspace=agent.workspace, status__in=UNFINISHED)
         if unfinished.count() >= settings.TEST_RUNS_IN_FLIGHT_MAX:
             raise TooManyRunning(
@@ -304,7 +303,7 @@ def simulations_create(
     batch = uuid.uuid4()
     cleaned = [checks.scenario_clean(scenario) for scenario in scenarios]
     with transaction.atomic():
-        _workspace_locked(agent.workspace_id)
+        workspace_lock(workspace_id=agent.workspace_id)
         unfinished = Simulation.objects.filter(
             workspace=agent.workspace, status__in=UNFINISHED
         ).count()

@@ -43,6 +43,7 @@ from knowledge_app.parsing import ParseLimits, ParseRefused, extract_text
 from secrets_app import provider_credentials
 from secrets_app.audit import SYSTEM, Actor, audit_record, url_shown
 from secrets_app.models import ProviderCredential, Workspace
+from secrets_app.services import workspace_lock
 from sessions_app.models import Agent
 from sessions_app.versions import agent_changed, published_by_caller
 
@@ -76,7 +77,9 @@ def knowledge_base_create(
     if not name:
         raise ValidationError({"name": ["Give the knowledge base a name."]})
     with transaction.atomic():
-        _lock(workspace)  # the count and the name are checked and written as one step
+        workspace_lock(
+            workspace_id=workspace.pk
+        )  # the count and the name are checked and written as one step
         if (
             KnowledgeBase.objects.filter(workspace=workspace).count()
             >= settings.KNOWLEDGE_WORKSPACE_MAX_BASES
@@ -91,12 +94,6 @@ def knowledge_base_create(
         )
         audit_record(workspace=workspace, actor=actor, action="knowledge_base.created", target=name)
     return base
-
-
-def _lock(workspace: Workspace) -> None:
-    """Hold the workspace's row until the transaction ends: its knowledge limits are
-    counted and written by one request at a time (SQLite serialises writes anyway)."""
-    Workspace.objects.select_for_update().filter(pk=workspace.pk).exists()
 
 
 def knowledge_base_delete(*, base: KnowledgeBase, actor: Actor = SYSTEM) -> None:
@@ -283,7 +280,7 @@ def _check_room(workspace: Workspace, size: int, *, replacing: Document | None =
     """Room for one more document of ``size`` bytes (or for ``replacing`` to become that
     size). In a transaction: the workspace stays locked until the document is written."""
     _check_size(size)
-    _lock(workspace)
+    workspace_lock(workspace_id=workspace.pk)
     documents = Document.objects.filter(workspace=workspace)
     if replacing is not None:
         documents = documents.exclude(pk=replacing.pk)

@@ -23,6 +23,7 @@ from mcp_app import connection
 from mcp_app.models import AgentMcpTool, McpServer
 from secrets_app.audit import SYSTEM, Actor, audit_record, url_shown
 from secrets_app.models import Secret, Workspace
+from secrets_app.services import workspace_lock
 from sessions_app.models import Agent
 from tools_app.services import scrub, secret_bindings
 
@@ -63,12 +64,6 @@ def mcp_server_create(
     name = name.strip()
     if not NAME.match(name):
         raise ValidationError({"name": ["1-64 letters, digits, spaces, '.', '_' or '-'."]})
-    if McpServer.objects.filter(workspace=workspace).count() >= settings.MCP_WORKSPACE_MAX_SERVERS:
-        raise ValidationError(
-            f"A workspace has at most {settings.MCP_WORKSPACE_MAX_SERVERS} MCP servers."
-        )
-    if McpServer.objects.filter(workspace=workspace, name=name).exists():
-        raise ValidationError({"name": ["This workspace has an MCP server of that name."]})
     if transport not in McpServer.Transport.values:
         raise ValidationError({"transport": [f"One of {', '.join(McpServer.Transport.values)}."]})
     try:
@@ -77,6 +72,7 @@ def mcp_server_create(
         raise ValidationError({"url": error.messages}) from None
     cleaned = _clean_headers(workspace, url, headers or [])
     with transaction.atomic():
+        _check_room(workspace, name)
         server = McpServer.objects.create(
             workspace=workspace, name=name, url=url, transport=transport, headers=cleaned
         )
@@ -87,6 +83,18 @@ def mcp_server_create(
     if refresh:
         mcp_server_refresh(server=server)
     return server
+
+
+def _check_room(workspace: Workspace, name: str) -> None:
+    """Counted and named under the workspace's lock: requests at the same instant are
+    refused one by one, never past the limit or into the unique name (a 500)."""
+    workspace_lock(workspace_id=workspace.pk)
+    if McpServer.objects.filter(workspace=workspace).count() >= settings.MCP_WORKSPACE_MAX_SERVERS:
+        raise ValidationError(
+            f"A workspace has at most {settings.MCP_WORKSPACE_MAX_SERVERS} MCP servers."
+        )
+    if McpServer.objects.filter(workspace=workspace, name=name).exists():
+        raise ValidationError({"name": ["This workspace has an MCP server of that name."]})
 
 
 def _clean_headers(
@@ -267,6 +275,9 @@ def agent_mcp_tools_set(
                          timeout_ms=int(timeout_ms) if timeout_ms is not None else None)
         )  # fmt: skip
     with transaction.atomic():
+        # One list replaced at a time: two at once would both delete, then insert the same
+        # rows into the unique constraint (a 500).
+        Agent.objects.select_for_update().filter(pk=agent.pk).exists()
         AgentMcpTool.objects.filter(agent=agent).delete()
         AgentMcpTool.objects.bulk_create(chosen)
         audit_record(

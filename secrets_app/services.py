@@ -310,7 +310,7 @@ def api_key_for_playground(*, workspace: Workspace, origin: str, actor: Actor) -
     """
     _refuse_unverified(actor)
     origin = clean_origins([origin])[0]
-    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()  # one maker at once
+    workspace_lock(workspace_id=workspace.pk)  # one maker at once
     candidates = ApiKey.objects.filter(
         workspace=workspace, kind=ApiKey.Kind.PUBLISHABLE, label=PLAYGROUND_KEY_LABEL
     )
@@ -520,10 +520,18 @@ def _seal(*, workspace_id: int, name: str, value: str) -> tuple[str, bytes]:
     )
 
 
+def workspace_lock(*, workspace_id: int) -> None:
+    """Hold the workspace's row until the transaction ends: a limit counted under it and the
+    rows written after the count are one step for requests that arrive at the same instant
+    (SQLite serialises writes anyway)."""
+    Workspace.objects.select_for_update().filter(pk=workspace_id).exists()
+
+
 def _check_room(workspace: Workspace, name: str) -> None:
     """A workspace's secrets are counted: every fetch of its tools is checked against all
     of them, so their number has a ceiling."""
     limit = settings.SECRETS_PER_WORKSPACE_MAX
+    workspace_lock(workspace_id=workspace.pk)
     others = Secret.objects.filter(workspace=workspace).exclude(name=name)
     if others.count() >= limit:
         raise ValidationError(

@@ -183,9 +183,10 @@ def phone_number_create(
     except ValidationError as error:
         raise ValidationError({"number": error.messages}) from None
     carrier_account, saved_agent = _account_of(workspace, account), agent_of(workspace, agent)
-    if PhoneNumber.objects.filter(workspace=workspace, number=cleaned).exists():
-        raise ValidationError({"number": ["the workspace has this number already"]})
     with transaction.atomic():
+        key_services.workspace_lock(workspace_id=workspace.pk)  # one number added at a time
+        if PhoneNumber.objects.filter(workspace=workspace, number=cleaned).exists():
+            raise ValidationError({"number": ["the workspace has this number already"]})
         line_key = key_services.line_key_create(
             workspace=workspace,
             label=f"Phone line {cleaned}",

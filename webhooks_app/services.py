@@ -36,7 +36,7 @@ from core import outbound
 from egress import client as egress
 from secrets_app.audit import SYSTEM, Actor, audit_record, url_shown
 from secrets_app.models import Workspace
-from secrets_app.services import sealed_open, sealed_store
+from secrets_app.services import sealed_open, sealed_store, workspace_lock
 from sessions_app.models import Session, SessionAnalysis, ToolCallRecord
 from webhooks_app import dispatch, in_flight, notices, payloads, signing
 from webhooks_app.models import EventType, WebhookAttempt, WebhookDelivery, WebhookEndpoint
@@ -82,6 +82,7 @@ def endpoint_create(
     actor: Actor = SYSTEM,
 ) -> tuple[WebhookEndpoint, str]:
     """A new endpoint and its signing secret (the plaintext is never available again)."""
+    workspace_lock(workspace_id=workspace.pk)  # counted and written as one step
     if WebhookEndpoint.objects.filter(workspace=workspace).count() >= ENDPOINTS_MAX:
         raise ValidationError(f"A workspace has at most {ENDPOINTS_MAX} webhook endpoints.")
     secret = signing.new_signing_secret()
