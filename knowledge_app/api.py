@@ -7,11 +7,12 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.parsers import JsonParser
 from core.serializers import StrictSerializer, django_errors_as_drf
 from knowledge_app import api_examples as examples
 from knowledge_app import search, selectors, services
@@ -292,7 +293,7 @@ class DocumentListApi(APIView):
 @extend_schema(tags=["Knowledge bases"])
 class DocumentDetailApi(APIView):
     scopes = {"GET": SCOPE, "PATCH": SCOPE, "DELETE": SCOPE}
-    parser_classes = [JSONParser]
+    parser_classes = [JsonParser]
 
     @extend_schema(
         summary="Get a document",
@@ -361,7 +362,7 @@ class DocumentRefreshApi(APIView):
 @extend_schema(tags=["Knowledge bases"])
 class KnowledgeSearchApi(APIView):
     scopes = {"POST": SCOPE}
-    parser_classes = [JSONParser]
+    parser_classes = [JsonParser]
 
     @extend_schema(
         summary="Search a knowledge base",
@@ -389,7 +390,7 @@ class KnowledgeSearchApi(APIView):
 @extend_schema(tags=["Agents"])
 class AgentKnowledgeApi(APIView):
     scopes = {"GET": "agents", "PUT": "agents"}
-    parser_classes = [JSONParser]
+    parser_classes = [JsonParser]
 
     def _output(self, agent: Any) -> Response:
         bases = [str(base.uid) for base in agent.knowledge_bases.order_by("name", "pk")]
@@ -433,7 +434,7 @@ def _connection(request: Request, name: str) -> ProviderCredential:
 @extend_schema(tags=["Knowledge bases"])
 class KnowledgeBaseEmbeddingApi(APIView):
     scopes = {"PUT": SCOPE}
-    parser_classes = [JSONParser]
+    parser_classes = [JsonParser]
 
     @extend_schema(
         summary="Choose a knowledge base's embedding model",
@@ -461,7 +462,7 @@ class KnowledgeBaseEmbeddingApi(APIView):
 @extend_schema(tags=["Knowledge bases"])
 class EmbeddingConnectionListApi(APIView):
     scopes = {"GET": SCOPE, "POST": SCOPE}
-    parser_classes = [JSONParser]
+    parser_classes = [JsonParser]
 
     @extend_schema(
         summary="List embedding connections",

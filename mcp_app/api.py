@@ -6,11 +6,11 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.parsers import JsonParser
 from core.serializers import StrictSerializer, django_errors_as_drf
 from mcp_app import api_examples as examples
 from mcp_app import selectors, services
@@ -81,7 +81,7 @@ def _server(request: Request, server_id: str) -> McpServer:
 @extend_schema(tags=["MCP servers"])
 class McpServerListApi(APIView):
     scopes = {"GET": SCOPE, "POST": SCOPE}
-    parser_classes = [JSONParser]
+    parser_classes = [JsonParser]
 
     @extend_schema(
         summary="List MCP servers",
@@ -157,7 +157,7 @@ class McpServerRefreshApi(APIView):
 @extend_schema(tags=["Agents"])
 class AgentMcpToolsApi(APIView):
     scopes = {"GET": "agents", "PUT": "agents"}
-    parser_classes = [JSONParser]
+    parser_classes = [JsonParser]
 
     def _output(self, request: Request, agent: Any) -> Response:
         chosen = selectors.agent_mcp_tools(workspace=request_workspace(request), agent_id=agent.pk)

@@ -345,7 +345,7 @@ MAIL_QUEUE = backends.mail_queue(REDIS_URL)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["secrets_app.authentication.SecretKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["secrets_app.authentication.HasWorkspace"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.JsonParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "platform_site.openapi.ApiSchema",
     "EXCEPTION_HANDLER": "platform_site.api_errors.exception_handler",
