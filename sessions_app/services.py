@@ -16,6 +16,7 @@ from django.db.models import F, ProtectedError, RestrictedError
 from django.utils import timezone
 from pydantic import ValidationError as PydanticError
 
+from core.storable import storable, strings_mapped
 from egress.secret_refs import SecretBinding
 from engine import protocol
 from engine.providers import registry
@@ -426,17 +427,20 @@ def _stored_text(text: str | None, bindings: list[SecretBinding]) -> str:
 
 
 def _stored_arguments(arguments: Any, bindings: list[SecretBinding]) -> Any:
-    """JSON arguments stay JSON; text that never parsed (or got too long) is kept as text."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return _stored_text(arguments, bindings)
-    text = scrub(json.dumps(arguments, ensure_ascii=False), bindings) or "null"
+    """JSON arguments stay JSON, less what ``jsonb`` refuses (a NUL, a lone surrogate: the
+    model writes what the caller asks for); text that never parsed, nests past the parser's
+    depth or got too long is kept as text."""
+    raw = arguments if isinstance(arguments, str) else ""
+    try:
+        value = json.loads(raw) if isinstance(arguments, str) else arguments
+        text = json.dumps(strings_mapped(value, storable), ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return _stored_text(raw, bindings)
+    text = scrub(text, bindings) or "null"
     if len(text.encode()) <= TOOL_TEXT_MAX_BYTES:
         try:
             return json.loads(text)
-        except ValueError:  # a mask landed somewhere JSON cannot take it: keep the text
+        except (ValueError, RecursionError):  # a mask landed where JSON cannot take it
             pass
     return _capped(text)
 

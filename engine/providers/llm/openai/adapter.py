@@ -383,17 +383,19 @@ def _parse_chunks(payload: str) -> list[Any]:
         return [json.loads(payload)]
     except json.JSONDecodeError:
         pass
+    except RecursionError:  # nested past the parser's depth: no chunk of OpenAI's shape
+        raise _malformed("the LLM stream sent an event that is not valid JSON") from None
     # Servers that forget the blank line between events glue several data lines together.
     try:
         return [json.loads(line) for line in payload.split("\n") if line.strip()]
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise _malformed("the LLM stream sent an event that is not valid JSON") from None
 
 
 def _parse_json(body: bytes) -> Any:
     try:
         return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise _malformed("the LLM response is not valid JSON") from None
 
 
@@ -459,7 +461,7 @@ async def _raise_for_status(response: aiohttp.ClientResponse) -> None:
     body = await response.read()
     try:
         message = _provider_message(json.loads(body))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         message = ""  # an HTML page from a proxy says nothing useful
     message = message or response.reason or "no error message"
     retryable = status in (408, 429) or status >= 500

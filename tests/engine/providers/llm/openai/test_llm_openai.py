@@ -33,6 +33,7 @@ from tests.engine.providers.llm.openai.fake_server import (
     Finish,
     HttpError,
     JsonBody,
+    PlainBody,
     Raw,
     Text,
     ToolCallArgs,
@@ -43,6 +44,7 @@ from tests.engine.providers.llm.openai.fake_server import (
     tool_call,
 )
 
+DEEP = b"[" * 5000 + b"]" * 5000
 SECRET_PROMPT = "My card number is 4111 1111 1111 1111, what is the weather?"
 MESSAGES = [
     {"role": "system", "content": "You are a helpful voice agent."},
@@ -401,6 +403,29 @@ async def test_malformed_event_fails_without_retry(server: FakeOpenAIServer) -> 
     error = await failure(llm)
 
     assert error.retryable is False
+    await assert_next_call_works(server, llm)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        Raw(b"data: " + DEEP + b"\n\n"),  # an event of the stream
+        PlainBody(DEEP, content_type="application/json"),  # a whole (non-streamed) answer
+        PlainBody(DEEP, status=400, content_type="application/json"),  # an error's body
+    ],
+)
+async def test_json_nested_past_the_parser_is_a_malformed_answer(
+    server: FakeOpenAIServer, step: Any
+) -> None:
+    """A workspace's own LLM URL answering JSON nested 5000 levels deep (a RecursionError
+    in Python's parser): before, the turn failed as the platform's ``internal error`` (no
+    fallback tried); now it is the provider's failure like any answer that is not JSON."""
+    server.script(step)
+    llm = OpenAICompatibleLLM(server.base_url, flavor="assemblyai")  # takes whole answers too
+
+    error = await failure(llm)
+
+    assert error.retryable is (step.status >= 500 if isinstance(step, PlainBody) else False)
     await assert_next_call_works(server, llm)
 
 
