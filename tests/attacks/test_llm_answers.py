@@ -7,6 +7,10 @@ whatever its server sends:
   session's record was lost (`DataError` / `RecursionError` in the record writer), so the
   session page had no trace of the call. Now the row is kept: JSON without what PostgreSQL
   cannot hold, or the text as the model wrote it.
+- a reply holding a lone surrogate (`"Hi \\ud800"`, which JSON allows a server to write):
+  the page got it, then every later turn of the session failed as `internal error` (the
+  next request's size could not be measured: nothing encodes half a UTF-16 pair) and the
+  transcript row was lost. Now the adapter reads it as a browser would, U+FFFD.
 - an event of the LLM stream nested 5000 levels deep failed the turn as the platform's
   `internal error`; now it is the provider's `llm_failed` (tested at the adapter:
   tests/engine/providers/llm/openai/test_llm_openai.py), and the session goes on.
@@ -19,7 +23,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from sessions_app.models import ToolCallRecord
+from sessions_app.models import ToolCallRecord, TranscriptEntry
 from tests.engine.providers.llm.openai.fake_server import (
     Done,
     FakeOpenAIServer,
@@ -86,3 +90,23 @@ async def test_a_stream_event_nested_past_the_parser_is_the_llms_failure(
         assert error["code"] == "llm_failed"
         await client.send({"type": "text", "text": "two"})
         assert (await client.until("chat"))["text"] == "Fine now."
+
+
+async def test_a_reply_with_lone_surrogates_is_read_as_a_browser_would(
+    llm: FakeOpenAIServer,
+) -> None:
+    tenant = await sync_to_async(make_tenant)("caller@example.com")
+    reply = b'{"choices": [{"index": 0, "delta": {"content": "Hi \\ud800 there."}}]}'
+    llm.script(Raw(b"data: " + reply + b"\n\n"), Finish("stop"), Done())
+    llm.script(text_reply("Fine."))
+    async with Client(f"/v1/session?key={tenant.publishable_key}") as client:
+        await client.send({"type": "configure", "mode": "text"})
+        await client.until("ready")
+        await client.send({"type": "text", "text": "one"})
+        assert (await client.until("chat"))["text"] == "Hi \ufffd there."
+        await client.send({"type": "text", "text": "two"})
+        assert (await client.until("chat"))["text"] == "Fine."
+    session = await ended_session(tenant.workspace)
+    rows = TranscriptEntry.objects.filter(session=session, role="assistant")
+    said = await sync_to_async(lambda: [row.text for row in rows])()
+    assert said == ["Hi \ufffd there.", "Fine."]

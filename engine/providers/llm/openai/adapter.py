@@ -57,6 +57,10 @@ _FINISH_REASONS = {
 # SSE ends lines with CRLF, LF or CR, and nothing else: splitting on every Unicode line
 # break (as str.splitlines does) would cut a JSON payload holding a raw U+2028.
 _SSE_LINE_END = re.compile(rb"\r\n|\r|\n")
+# What JSON's "\ud800" escape leaves after parsing: half of a UTF-16 pair, alone. No
+# UTF-8 encoder takes it (the next request's size, the record, the page's socket), so one in
+# a reply would fail every later turn of the session.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # ---------------------------------------------------------------- the adapter
@@ -257,12 +261,12 @@ class _PendingCall:
 
     def add(self, delta: dict[str, Any]) -> None:
         if delta.get("id"):
-            self.id = str(delta["id"])
+            self.id = _well_formed(str(delta["id"]))
         function = delta.get("function") or {}
-        self.name = self.name or str(function.get("name") or "")
+        self.name = self.name or _well_formed(str(function.get("name") or ""))
         arguments = function.get("arguments")
         if isinstance(arguments, str):
-            self.arguments.append(arguments)
+            self.arguments.append(_well_formed(arguments))
         elif arguments is not None:  # an already-decoded object replaces any fragments
             self.arguments = [json.dumps(arguments)]
 
@@ -409,15 +413,18 @@ def _first_choice(choices: Any) -> dict[str, Any] | None:
 
 
 def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
     if isinstance(content, list):
-        return "".join(
+        content = "".join(
             part.get("text") or ""
             for part in content
             if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
-    return ""
+    return _well_formed(content) if isinstance(content, str) else ""
+
+
+def _well_formed(text: str) -> str:
+    """``text`` with each lone surrogate as U+FFFD, as a browser decodes it."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 # Anthropic's names, as some gateways pass them through, in OpenAI's vocabulary.
