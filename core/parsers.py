@@ -1,14 +1,18 @@
-"""The REST API's JSON parser: DRF's, with a ceiling on how deep a body may nest.
+"""The REST API's JSON parser: DRF's, refusing what nothing after it could handle.
 
-Python's parser gives up past about a thousand levels with a RecursionError (not the
-ValueError DRF answers 400 for: a 500), and every check that walks a value recursively
-(NUL and surrogate scans, serializers) fails a little below that. No body of this API
-needs more than a few dozen levels (a tool's JSON Schema: 64), so a deeper one is refused
-before anything walks it.
+- Depth. Python's parser gives up past about a thousand levels with a RecursionError (not
+  the ValueError DRF answers 400 for: a 500), and every check that walks a value
+  recursively (NUL scans, serializers) fails a little below that. No body of this API
+  needs more than a few dozen levels (a tool's JSON Schema: 64), so a deeper one is
+  refused before anything walks it.
+- Lone surrogates. JSON lets ``"\\ud800"`` through; UTF-8 cannot carry half a UTF-16 pair,
+  so the value could not be stored, sealed, or even quoted back in an error (the answer's
+  own encoding failed: a 500). Refused as the WebSocket's frames are (``protocol.decode``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rest_framework.exceptions import ParseError
@@ -16,18 +20,29 @@ from rest_framework.parsers import JSONParser
 
 JSON_BODY_MAX_DEPTH = 100
 TOO_DEEP = f"JSON parse error - the body nests more than {JSON_BODY_MAX_DEPTH} levels deep"
+LONE_SURROGATE = (
+    "JSON parse error - a string holds a lone UTF-16 surrogate (\\ud800-\\udfff without its "
+    "pair), which UTF-8 cannot carry"
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")  # after parsing, a pair is one character
 
 
-def nesting_depth(value: Any) -> int:
-    """How many arrays and objects deep ``value`` goes (walked without recursion)."""
-    deepest, stack = 0, [(value, 1)]
+def check_body(value: Any) -> None:
+    """ParseError if ``value`` nests too deep or holds a lone surrogate (one walk, no
+    recursion)."""
+    stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        if isinstance(children, list) or isinstance(node, dict):
-            deepest = max(deepest, depth)
-            stack += [(child, depth + 1) for child in children if isinstance(child, dict | list)]
-    return deepest
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                raise ParseError(LONE_SURROGATE)
+            continue
+        if depth > JSON_BODY_MAX_DEPTH:
+            raise ParseError(TOO_DEEP)
+        if isinstance(node, dict):
+            stack += [(key, depth) for key in node]
+            node = list(node.values())
+        stack += [(child, depth + 1) for child in node if isinstance(child, str | dict | list)]
 
 
 class JsonParser(JSONParser):
@@ -36,6 +51,6 @@ class JsonParser(JSONParser):
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError(TOO_DEEP) from None
-        if nesting_depth(data) > JSON_BODY_MAX_DEPTH:
-            raise ParseError(TOO_DEEP)
+        if isinstance(data, str | dict | list):
+            check_body(data)
         return data

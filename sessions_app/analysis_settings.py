@@ -36,6 +36,8 @@ def _named(items: Any, what: str, limit: int, *, typed: bool) -> list[dict[str, 
             raise _refuse(f"{what}[{index}].name: a new name of letters, digits and _")
         if not isinstance(description, str) or len(description) > DESCRIPTION_MAX:
             raise _refuse(f"{what}[{index}].description: at most {DESCRIPTION_MAX} characters")
+        if "\x00" in description:  # jsonb cannot hold one: the save would be a 500
+            raise _refuse(f"{what}[{index}].description: no NUL characters")
         entry = {"name": name, "description": description.strip()}
         if typed:
             kind = item.get("type", "string")

@@ -1,11 +1,17 @@
-"""Attack on every REST operation that takes a JSON body: a body nested thousands of levels
-deep (a few KB of brackets, far under the 1 MB body cap), now a regression. Before: every
-such operation answered 500 (Python's parser raises RecursionError past about a thousand
-levels, which DRF does not read as a parse error), and bodies a little shallower still
-answered 500 where a check walked them recursively (an agent test's `tool_results`, a
-tool's `parameters` at 900 levels). Now a body nesting more than 100 levels is refused as a
-parse error before anything walks it; the field checks below that (a tool's schema: 64)
-still name the field.
+"""Attacks on every REST operation that takes a JSON body, now regressions.
+
+- A body nested thousands of levels deep (a few KB of brackets, far under the 1 MB body
+  cap). Before: every such operation answered 500 (Python's parser raises RecursionError
+  past about a thousand levels, which DRF does not read as a parse error), and bodies a
+  little shallower still answered 500 where a check walked them recursively (an agent
+  test's `tool_results`, a tool's `parameters` at 900 levels). Now a body nesting more
+  than 100 levels is refused as a parse error before anything walks it; the field checks
+  below that (a tool's schema: 64) still name the field.
+- A lone UTF-16 surrogate (`"\\ud800"`, valid JSON) in any string: before, 500 wherever the
+  value was stored or sealed (a secret's value) and wherever a refusal quoted it back
+  (`kind`, `carrier`, `scopes`, `mode`, `machine_detection`…: the answer itself could not
+  be encoded). Now refused as a parse error, as the WebSocket refuses it.
+- A NUL in an agent's analysis criteria or field descriptions: a 500 (jsonb), now a 400.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from core.parsers import JSON_BODY_MAX_DEPTH
+from core.parsers import JSON_BODY_MAX_DEPTH, LONE_SURROGATE
 from sessions_app import services as agent_services
 from tests.conftest import api_client
 from tests.factories import Tenant, order_tool
@@ -30,9 +36,21 @@ def _nested(depth: int) -> str:
     return '{"a":' * (depth - 1) + '{"a":1' + "}" * depth
 
 
-@pytest.mark.parametrize("depth", [JSON_BODY_MAX_DEPTH + 1, 995, 5000, 100_000])
-def test_every_json_operation_refuses_a_body_nested_too_deep(
-    owner: Tenant, settings: Any, depth: int
+@pytest.mark.parametrize(
+    ("body", "refusal"),
+    [
+        (_nested(JSON_BODY_MAX_DEPTH + 1), TOO_DEEP),
+        (_nested(995), TOO_DEEP),
+        (_nested(5000), TOO_DEEP),
+        (_nested(100_000), TOO_DEEP),
+        ('{"name": "Desk \\ud800", "value": "x"}', LONE_SURROGATE),
+        ('{"kind": "\\udfff"}', LONE_SURROGATE),
+        ('{"tools": [{"\\ud83d": 1}]}', LONE_SURROGATE),  # a key, half an emoji
+    ],
+    ids=["101", "995", "5000", "100000", "surrogate", "low-surrogate", "surrogate-key"],
+)
+def test_every_json_operation_refuses_what_it_could_not_handle(
+    owner: Tenant, settings: Any, body: str, refusal: str
 ) -> None:
     settings.API_REQUESTS_PER_MINUTE = 100_000
     agent_services.agent_create(
@@ -45,12 +63,12 @@ def test_every_json_operation_refuses_a_body_nested_too_deep(
         if method not in ("POST", "PUT", "PATCH") or path.endswith("/documents"):
             continue  # the upload route takes a file (its JSON form is the URL one: same parser)
         answer = getattr(client, method.lower())(
-            _concrete(path, owner), _nested(depth), content_type="application/json"
+            _concrete(path, owner), body, content_type="application/json"
         )
         assert answer.status_code < 500, (method, path, answer.content[:200])
         error = answer.json().get("error", {})
         if error.get("code") == "parse_error":
-            assert TOO_DEEP in error["message"], (method, path)
+            assert refusal in error["message"], (method, path)
             refused += 1
         else:  # one that reads no body (revoke, roll…), or an id _concrete made up
             assert answer.status_code < 300 or error["code"] == "not_found", (method, path)
@@ -80,3 +98,21 @@ def test_a_body_within_the_depth_is_judged_field_by_field(owner: Tenant) -> None
     assert refused.status_code == 400
     message = refused.json()["error"]["message"]
     assert "tools[0].parameters: nested more than 64 levels deep" in message
+
+
+def test_a_surrogate_pair_is_one_character_and_welcome(owner: Tenant) -> None:
+    body = '{"name": "Key \\ud83d\\udd11", "slug": "key", "instructions": "Say \\ud83d\\udd11."}'
+    saved = api_client(owner.secret_key).post(
+        "/api/v1/agents", body, content_type="application/json"
+    )
+    assert saved.status_code == 201, saved.content[:200]
+    assert saved.json()["name"] == "Key \U0001f511"
+
+
+def test_a_nul_in_an_analysis_description_is_refused_by_name(owner: Tenant) -> None:
+    analysis = {"criteria": [{"name": "solved", "description": "Was it \x00 solved?"}]}
+    refused = api_client(owner.secret_key).post(
+        "/api/v1/agents", {"name": "A", "slug": "a", "analysis": analysis}, format="json"
+    )
+    assert refused.status_code == 400
+    assert "criteria[0].description: no NUL characters" in refused.json()["error"]["message"]
