@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -27,22 +28,40 @@ LONE_SURROGATE = (
 _SURROGATE = re.compile("[\ud800-\udfff]")  # after parsing, a pair is one character
 
 
+class Refused(ValueError):
+    """The JSON is too deep, or holds a lone surrogate; the message says which."""
+
+
 def check_body(value: Any) -> None:
-    """ParseError if ``value`` nests too deep or holds a lone surrogate (one walk, no
+    """``Refused`` if ``value`` nests too deep or holds a lone surrogate (one walk, no
     recursion)."""
     stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, str):
             if _SURROGATE.search(node):
-                raise ParseError(LONE_SURROGATE)
+                raise Refused(LONE_SURROGATE)
             continue
         if depth > JSON_BODY_MAX_DEPTH:
-            raise ParseError(TOO_DEEP)
+            raise Refused(TOO_DEEP)
         if isinstance(node, dict):
             stack += [(key, depth) for key in node]
             node = list(node.values())
+        elif not isinstance(node, list):
+            continue  # a number, true, false or null
         stack += [(child, depth + 1) for child in node if isinstance(child, str | dict | list)]
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` for text a person or a model wrote (a dashboard form, a stored tool
+    call): what the API's parser refuses is a ``Refused`` (a ValueError) here too, never a
+    RecursionError."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise Refused(TOO_DEEP) from None
+    check_body(value)
+    return value
 
 
 class JsonParser(JSONParser):
@@ -51,6 +70,8 @@ class JsonParser(JSONParser):
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError(TOO_DEEP) from None
-        if isinstance(data, str | dict | list):
+        try:
             check_body(data)
+        except Refused as refused:
+            raise ParseError(str(refused)) from None
         return data

@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.utils.text import slugify
 
+from core import parsers
 from engine import protocol
 from engine.providers import languages, registry
 from engine.providers.spec import ProviderSpec
@@ -139,7 +140,7 @@ class AnalysisField(forms.CharField):
         if not text:
             return {}
         try:
-            return json.loads(text)
+            return parsers.loads(text)
         except ValueError as error:
             raise ValidationError(f"Not JSON: {error}") from None
 
@@ -422,11 +423,13 @@ class ToolForm(forms.Form):
         if not text:
             return None
         try:
-            return json.loads(text)
+            return parsers.loads(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
             ) from None
+        except parsers.Refused as refused:
+            raise ValidationError(f"Not usable JSON: {refused}.") from None
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

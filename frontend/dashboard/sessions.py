@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_POST
 
+from core import parsers
 from engine.protocol import ToolStatus
 from frontend.dashboard.scope import Scope, render_page, workspace_page
 from frontend.dashboard.waterfall import Waterfall, format_ms, waterfall_for
@@ -209,7 +210,7 @@ def pretty_json(value: Any) -> str:
 def pretty_text(text: str) -> str:
     """JSON text indented for reading; anything else (a cut-off result) as it is."""
     try:
-        return pretty_json(json.loads(text))
+        return pretty_json(parsers.loads(text))
     except ValueError:
         return text
 

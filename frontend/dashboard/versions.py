@@ -7,7 +7,6 @@ people's who may edit the agent (every member, as on the agent's page).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
@@ -18,6 +17,7 @@ from django.shortcuts import redirect
 from django.urls import path
 from django.views.decorators.http import require_GET, require_POST
 
+from core import parsers
 from evals_app import selectors as eval_selectors
 from evals_app import services as eval_services
 from evals_app import tasks as eval_tasks
@@ -153,7 +153,7 @@ def test_list(request: HttpRequest, scope: Scope, slug: str) -> HttpResponse:
 
 def _json(text: str, default: Any) -> Any:
     try:
-        return json.loads(text) if text.strip() else default
+        return parsers.loads(text) if text.strip() else default
     except ValueError:
         raise ValidationError("not valid JSON") from None
 

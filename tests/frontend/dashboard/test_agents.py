@@ -265,6 +265,9 @@ def test_a_syntax_error_leaves_the_saved_agent_as_it_was(
         ('{"order_number": "string",}', "Not valid JSON"),
         ('{"order_number": "strng"}', "unknown type 'strng'"),
         ('["order_number"]', "Input should be a valid dictionary"),  # the service's words
+        pytest.param(  # was a 500: RecursionError
+            '{"a": ' * 2000 + "1" + "}" * 2000, "nests more than 100 levels", id="nested"
+        ),
     ],
 )
 def test_bad_parameters_are_refused_on_the_parameters_field(

@@ -327,3 +327,19 @@ def test_the_usage_says_microphone_audio_sent_not_speech_recognised(
     html = owner_client.get(page(owner, "session", session.public_id)).content.decode()
     assert "<dt>Microphone audio sent</dt><dd>13 s" in html
     assert "Speech recognised" not in html
+
+
+def test_a_tool_result_nested_past_the_parser_shows_as_text(
+    owner: Tenant, owner_client: Client
+) -> None:
+    """A handler or an MCP server may answer JSON nested thousands deep: the session's page
+    shows it as the text it is (it was a 500: RecursionError is no ValueError)."""
+    session = record(owner)
+    deep = "[" * 5000 + "]" * 5000
+    services.session_record_tool_call(
+        session=session, call_id="call_1", name="track_order", arguments={},
+        status="completed", result=deep, error=None, duration_ms=5.0,
+    )  # fmt: skip
+    response = owner_client.get(page(owner, "session", session.public_id))
+    assert response.status_code == 200
+    assert deep[:4000] in response.content.decode()
