@@ -22,6 +22,7 @@ from platform_site.body_limit import BodyLimit, refuse_early_in_daphne  # noqa: 
 from platform_site.log_masking import mask_access_log_in_daphne  # noqa: E402
 from platform_site.response_pacing import pace_responses_in_daphne  # noqa: E402
 from platform_site.shutdown import drain_on_sigterm  # noqa: E402
+from platform_site.socket_writes import send_at_step_end_in_daphne  # noqa: E402
 from platform_site.websocket_doors import rfc6455_only_in_daphne, unknown_path_route  # noqa: E402
 from realtime.routing import websocket_urlpatterns  # noqa: E402
 from realtime.session_setup import speech_preload  # noqa: E402
@@ -39,6 +40,7 @@ refuse_early_in_daphne()  # a body past its limit is refused as it arrives, not 
 mask_access_log_in_daphne()  # a recording's signed URL is a credential: not in the log
 pace_responses_in_daphne()  # a response goes out as fast as its client takes it, no faster
 rfc6455_only_in_daphne()  # WebSocket version 13 only: not autobahn's hybi draft 8 as well
+send_at_step_end_in_daphne()  # a socket is sent its step's writes at once, not via the reactor
 
 application = ProtocolTypeRouter(
     {
