@@ -12,9 +12,12 @@ calls, the one with the fewest calls running, then the one served least recently
 a workspace, first come first served. A call of a workspace with nothing running thus
 goes ahead of any flooding workspace's backlog, whatever the calls' length.
 
-No polling: the script tells the waiter on its process's pub/sub channel. A waiter still
-re-checks every ``RECHECK_S`` (a lost message, or a holder that died without releasing:
-every slot expires after its hold time, and the re-check hands an expired one on).
+No polling: the script tells the waiter on its process's pub/sub channel. A process still
+re-checks its waiters every ``RECHECK_S``, all of them in one script run (a lost message,
+or a holder that died without releasing: every slot expires after its hold time, and the
+re-check hands an expired one on). One run a second per process, not per waiter: with
+hundreds of calls waiting behind a busy workspace's cap, a re-check each was most of the
+web process's Redis traffic.
 
 The embedded default needs none of this: its pool schedules per workspace itself.
 """
@@ -42,7 +45,7 @@ logger = logging.getLogger(__name__)
 # Cluster the slots live in one slot (one node), named by ``HELD`` for the cluster client.
 PREFIX = "{voice:sandbox}"
 HELD = f"{PREFIX}:held"
-RECHECK_S = 1.0  # a waiter that missed its message (or whose holder died) asks this often
+RECHECK_S = 1.0  # how often a process re-checks its waiters (a lost message, a dead holder)
 
 # ARGV: prefix, op, now, total, per-workspace cap, workspace, member, then op arguments.
 # Keys are named inside (a release may grant a slot to any workspace's waiter), all in one
@@ -114,6 +117,14 @@ elseif op == 'leave' then
   redis.call('ZREM', held_by(ws), member)
 end
 grant()
+if op == 'held' then  -- ARGV[8...]: the process's waiters, 'workspace|member' each
+  local held = {}
+  for i = 8, #ARGV do
+    local w, m = string.match(ARGV[i], '^([^|]*)|(.*)$')
+    held[i - 7] = redis.call('ZSCORE', held_by(w), m) and 1 or 0
+  end
+  return held
+end
 if redis.call('ZSCORE', held_by(ws), member) then return 1 end
 return 0
 """
@@ -138,8 +149,8 @@ def _registered() -> Any:
     return script
 
 
-async def _script(op: str, workspace_id: int, member: str, *extra: str | float) -> bool:
-    held = await _registered()(
+async def _run(op: str, workspace_id: int | str, member: str, *extra: str | float) -> Any:
+    return await _registered()(
         keys=[HELD],
         args=[
             PREFIX,
@@ -152,7 +163,10 @@ async def _script(op: str, workspace_id: int, member: str, *extra: str | float) 
             *extra,
         ],
     )
-    return bool(held)
+
+
+async def _script(op: str, workspace_id: int, member: str, *extra: str | float) -> bool:
+    return bool(await _run(op, workspace_id, member, *extra))
 
 
 @dataclass
@@ -161,8 +175,35 @@ class _Wakeups:
     when it grants that member a slot."""
 
     channel: str = field(default_factory=lambda: f"{PREFIX}:wake:{uuid.uuid4().hex}")
-    waiting: dict[str, asyncio.Event] = field(default_factory=dict)
+    waiting: dict[str, asyncio.Event] = field(default_factory=dict)  # by 'workspace|member'
     listening: asyncio.Task[None] | None = None
+    rechecking: asyncio.Task[None] | None = None
+
+    def wait_for(self, key: str) -> asyncio.Event:
+        """The event set when ``key`` holds a slot (told, or found by the re-check)."""
+        granted = self.waiting[key] = asyncio.Event()
+        if self.rechecking is None:
+            self.rechecking = asyncio.create_task(self._recheck(), name="sandbox slot re-check")
+        return granted
+
+    async def _recheck(self) -> None:
+        """While this process has waiters: every ``RECHECK_S``, one script run hands on
+        expired slots and says which of them hold one."""
+        while True:
+            await asyncio.sleep(RECHECK_S)
+            if not self.waiting:
+                self.rechecking = None
+                return
+            keys = list(self.waiting)
+            try:
+                held = await _run("held", "", "", *keys)
+            except (RedisError, OSError) as exc:  # the next round tries again
+                logger.warning("sandbox slot re-check failed: %s", type(exc).__name__)
+                continue
+            for key, flag in zip(keys, held, strict=True):
+                granted = self.waiting.get(key)
+                if flag and granted is not None:
+                    granted.set()
 
     async def start(self) -> None:
         client = _client()
@@ -175,7 +216,7 @@ class _Wakeups:
         while True:
             try:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
-            except (RedisError, OSError) as exc:  # the waiters' re-checks cover the gap
+            except (RedisError, OSError) as exc:  # the re-check covers the gap
                 logger.warning("sandbox slot wake-ups interrupted: %s", type(exc).__name__)
                 await asyncio.sleep(RECHECK_S)
                 with contextlib.suppress(RedisError, OSError):
@@ -223,9 +264,8 @@ async def workspace_slot(
     loop = asyncio.get_running_loop()
     give_up = loop.time() + wait_s
     entry = f"{time.time() + wait_s}|{hold_s}|{wakeups.channel}|{member}"
-    granted = asyncio.Event()
     key = f"{workspace_id}|{member}"
-    wakeups.waiting[key] = granted
+    granted = wakeups.wait_for(key)
     held = False
     try:
         held = await _script("wait", workspace_id, member, entry, wait_s)
@@ -234,8 +274,9 @@ async def workspace_slot(
             if left <= 0:
                 raise NoSlot("every tool slot this call could take stayed busy")
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(RECHECK_S, left)):
+                async with asyncio.timeout(left):
                     await granted.wait()
+            # At the deadline, one last look of its own (granted just then, or not).
             held = granted.is_set() or await _script("check", workspace_id, member)
     except BaseException:
         # Gave up or cancelled: leave the queue, and hand on a slot granted meanwhile.
