@@ -24,6 +24,7 @@ from platform_site.response_pacing import pace_responses_in_daphne  # noqa: E402
 from platform_site.shutdown import drain_on_sigterm  # noqa: E402
 from platform_site.socket_writes import send_at_step_end_in_daphne  # noqa: E402
 from platform_site.websocket_doors import rfc6455_only_in_daphne, unknown_path_route  # noqa: E402
+from platform_site.websocket_unmasking import unmask_cheaply_in_daphne  # noqa: E402
 from realtime.routing import websocket_urlpatterns  # noqa: E402
 from realtime.session_setup import speech_preload  # noqa: E402
 from sessions_app.checks import refuse_bad_settings  # noqa: E402
@@ -41,6 +42,7 @@ mask_access_log_in_daphne()  # a recording's signed URL is a credential: not in 
 pace_responses_in_daphne()  # a response goes out as fast as its client takes it, no faster
 rfc6455_only_in_daphne()  # WebSocket version 13 only: not autobahn's hybi draft 8 as well
 send_at_step_end_in_daphne()  # a socket is sent its step's writes at once, not via the reactor
+unmask_cheaply_in_daphne()  # a client's frame is unmasked without a native object per frame
 
 application = ProtocolTypeRouter(
     {
