@@ -182,21 +182,24 @@ async def _send(queue: Queued) -> None:
     """One session's commands, atomic: with the other sessions' of this step of the loop,
     or on a cluster (no transaction across hash slots) in a transaction of their own."""
     client = backends.redis_client()
-    if isinstance(client, RedisCluster):
+    batch = _write_batch(client)
+    if batch is None:
         async with client.pipeline(transaction=True) as pipe:
             queue(pipe)
             await pipe.execute()
         return
-    await _write_batch(client).write(queue)
+    await batch.write(queue)
 
 
-_batches: dict[tuple[asyncio.AbstractEventLoop, int], _WriteBatch] = {}
+# None for a cluster client. Looked up once a client: ``isinstance`` against redis-py's
+# classes (typing protocols underneath) costs a microsecond or more, on every write.
+_batches: dict[tuple[asyncio.AbstractEventLoop, int], _WriteBatch | None] = {}
 
 
-def _write_batch(client: Any) -> _WriteBatch:
+def _write_batch(client: Any) -> _WriteBatch | None:
     key = (asyncio.get_running_loop(), id(client))
     if key not in _batches:
-        _batches[key] = _WriteBatch(client)
+        _batches[key] = None if isinstance(client, RedisCluster) else _WriteBatch(client)
     return _batches[key]
 
 
