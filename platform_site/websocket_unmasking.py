@@ -17,7 +17,7 @@ import sys
 LONG = 256  # bytes: from here the native routine is cheaper than an integer XOR
 
 try:
-    from _nvx_xormasker import ffi, lib  # autobahn's native masker, when it was built
+    from _nvx_xormasker import ffi, lib  # type: ignore[import-not-found]  # autobahn's native masker
 except ImportError:  # pragma: no cover - autobahn without its native extension
     ffi = lib = None
 
@@ -32,7 +32,7 @@ def _xor(data: bytes, mask: bytes) -> bytes:
     try:
         buffer = ffi.new("uint8_t[]", data)
         lib.nvx_xormask_process(masker, buffer, size)
-        return ffi.buffer(buffer, size)[:]
+        return bytes(ffi.buffer(buffer, size))
     finally:
         lib.nvx_xormask_free(masker)
 
@@ -69,4 +69,4 @@ def unmask_cheaply_in_daphne() -> None:
         return
     from autobahn.websocket import protocol
 
-    protocol.create_xor_masker = Unmasker  # type: ignore[assignment]
+    protocol.create_xor_masker = Unmasker  # type: ignore[attr-defined]
