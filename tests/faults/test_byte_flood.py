@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,31 +24,13 @@ from tests.engine.providers.llm.openai.fake_server import (
     Text,
     text_reply,
 )
-from tests.faults.processes import LOCAL_ORIGIN, Daphne, Platform, prepare_platform
+from tests.faults.processes import LOCAL_ORIGIN, Daphne, Platform
 
 pytestmark = pytest.mark.slow
 
 ORIGIN = Origin(LOCAL_ORIGIN)
 FRAMES, FRAME_BYTES = 1500, 200 * 1024  # 300 MB: what grew daphne by 140 MB before
 MAX_GROWTH = 40 * 1024 * 1024
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeOpenAIServer]:
-    server = FakeOpenAIServer()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-def web(tmp_path: Path, llm: FakeOpenAIServer) -> Iterator[tuple[Daphne, Platform]]:
-    var = tmp_path / "var"
-    var.mkdir()
-    platform = prepare_platform(var, redis_url="", llm_base_url=llm.base_url)  # embedded
-    daphne = Daphne(platform)
-    yield daphne, platform
-    daphne.stop()
 
 
 def _resident(pid: int) -> int:

@@ -10,8 +10,6 @@ import asyncio
 import hashlib
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.typing import Origin
 
 from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer, text_reply
-from tests.faults.processes import LOCAL_ORIGIN, Daphne, Platform, prepare_platform
+from tests.faults.processes import LOCAL_ORIGIN, Daphne, Platform
 
 pytestmark = pytest.mark.slow
 
@@ -28,24 +26,6 @@ ORIGIN = Origin(LOCAL_ORIGIN)
 # 5 MB: more than the loopback socket's send buffer (4 MB at most) and a small receive buffer.
 REPLY = " ".join(f"This is sentence {n} of a long answer." for n in range(300))
 STALL_S = 3.0
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeOpenAIServer]:
-    server = FakeOpenAIServer()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-def web(tmp_path: Path, llm: FakeOpenAIServer) -> Iterator[tuple[Daphne, Platform]]:
-    var = tmp_path / "var"
-    var.mkdir()
-    platform = prepare_platform(var, redis_url="", llm_base_url=llm.base_url)  # embedded
-    daphne = Daphne(platform)
-    yield daphne, platform
-    daphne.stop()
 
 
 async def _reply(daphne: Daphne, key: str, *, stall: bool) -> tuple[list[dict[str, Any]], bytes]:

@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,14 +148,6 @@ class Daphne:
         """SIGKILL: no goodbye, no final write, no close frames."""
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeOpenAIServer]:
-    server = FakeOpenAIServer()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
