@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer
 from tests.faults.processes import Daphne, Platform, prepare_platform
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeOpenAIServer]:
-    server = FakeOpenAIServer()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -47,14 +47,6 @@ LONG_ANSWER = (
 
 
 @pytest.fixture
-async def llm() -> AsyncIterator[FakeOpenAIServer]:
-    server = FakeOpenAIServer()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
 async def hooks() -> AsyncIterator[EgressTestServer]:
     server = EgressTestServer()
     await server.__aenter__()
