@@ -20,7 +20,6 @@ from tests.faults.test_two_daphnes import (  # noqa: F401 (fixtures)
     Stack,
     _ended_record,
     _two_daphnes,
-    llm,
     stack,
 )
 
