@@ -52,7 +52,7 @@ async def _one_turn(url: str, server: FakeOpenAIServer, reply: str) -> str:
 
 async def test_a_session_keeps_its_version_across_a_publish_and_a_resume(
     stack: Stack,  # noqa: F811 (the fixture)
-    llm: FakeOpenAIServer,  # noqa: F811
+    llm: FakeOpenAIServer,
 ) -> None:
     first, second = await _two_daphnes(stack)
     call = lambda *args: asyncio.to_thread(_api, stack, first.http, *args)  # noqa: E731
