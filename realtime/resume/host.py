@@ -344,11 +344,15 @@ class SessionHost:
         if _hosts.get(self.session_id) is self:
             del _hosts[self.session_id]
         self._sink = None
-        self._stop_tasks()
-        try:
-            await self._store.delete(self.session_id)
-        except Exception as exc:
-            logger.warning("session %s: resume store: %s", self.session_id, type(exc).__name__)
+        # A write under way lands first (cancelled, the Redis client may still finish it,
+        # after the delete: an ended session's state back in the store), then none follows.
+        async with self._write_lock:
+            self._stop_tasks()
+            self._unwritten, self._dirty = [], False
+            try:
+                await self._store.delete(self.session_id)
+            except Exception as exc:
+                logger.warning("session %s: resume store: %s", self.session_id, type(exc).__name__)
         usage = None
         if self.session is not None:
             await self.session.close()

@@ -55,8 +55,8 @@ Made = tuple[resume.SessionHost, VoiceSession, MemoryResumeStore]
 async def make() -> AsyncIterator[Callable[..., Any]]:
     hosts: list[resume.SessionHost] = []
 
-    async def factory(**config: Any) -> Made:
-        store = MemoryResumeStore()
+    async def factory(store: MemoryResumeStore | None = None, **config: Any) -> Made:
+        store = store or MemoryResumeStore()
         host = resume.SessionHost(
             session_id=f"unit-{len(hosts)}",
             workspace_id=7,
@@ -176,6 +176,47 @@ async def test_a_clean_close_ends_the_session_and_its_state(make: Callable[..., 
     assert resume.local_host(host.session_id) is None
     assert await store.load(host.session_id) is None
     assert not await host.attach(ListSink(), last_seq=0, resume_token="secret-token")
+
+
+class SlowStore(MemoryResumeStore):
+    """A store whose writes wait for ``gate`` and, like the Redis client, go on to land
+    when the writer is cancelled meanwhile; it notes a write that lands after the delete
+    (on Redis, it would make the session's keys again)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.writing = asyncio.Event(), asyncio.Event()
+        self.deleted = self.landed_after_delete = False
+
+    async def write(self, *args: Any, **kwargs: Any) -> None:
+        async def landing() -> None:
+            self.writing.set()
+            await self.gate.wait()
+            self.landed_after_delete |= self.deleted
+            await MemoryResumeStore.write(self, *args, **kwargs)
+
+        await asyncio.shield(asyncio.ensure_future(landing()))
+
+    async def delete(self, session_id: str) -> None:
+        self.deleted = True
+        await super().delete(session_id)
+
+
+async def test_a_write_under_way_when_the_session_ends_does_not_bring_its_state_back(
+    make: Callable[..., Any],
+) -> None:
+    store = SlowStore()
+    host, session, _ = await make(store=store)
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await session.start()  # its ready is written: the write waits at the gate
+    await asyncio.wait_for(store.writing.wait(), 3)
+    ending = asyncio.create_task(host.disconnected(sink, 1000, clean=True))
+    await asyncio.sleep(0.05)
+    store.gate.set()
+    await asyncio.wait_for(ending, 3)
+    await asyncio.sleep(0.05)  # anything still landing has landed
+    assert store.deleted and not store.landed_after_delete
 
 
 async def test_without_a_resume_ttl_an_unclean_close_ends_it(
