@@ -18,6 +18,7 @@ from django.conf import settings as django_settings
 
 from evals_app import dispatch
 from evals_app.models import TestRun
+from platform_site.celery import app as celery_app
 from sessions_app import services as agent_services
 from tests.conftest import api_client, worker_database_url
 from tests.engine.providers.llm.openai.fake_server import FakeOpenAIServer, text_reply
@@ -43,6 +44,7 @@ async def test_another_workspaces_run_goes_before_a_busy_workspaces_queued_runs(
 ) -> None:
     settings.CELERY_TASK_ALWAYS_EAGER = False  # REDIS_URL is set: the tasks go to Redis
     settings.EVALS_WORKSPACE_CONCURRENCY = 1
+    await asyncio.to_thread(_purge, "evals")  # an earlier test's task would run first
     busy = await sync_to_async(_agent_with_a_test)(owner)
     calm = await sync_to_async(_agent_with_a_test)(outsider)
     for _ in range(4):  # queued before any worker is up: the order the queue would serve
@@ -72,6 +74,13 @@ async def test_another_workspaces_run_goes_before_a_busy_workspaces_queued_runs(
     assert order.index(outsider.workspace.pk) <= 1, order
     assert await sync_to_async(dispatch.slots.in_flight)(owner.workspace.pk) == 0
     assert await sync_to_async(dispatch.slots.parked)(owner.workspace.pk) == 0
+
+
+def _purge(queue: str) -> None:
+    """Empty ``queue`` on this test worker's broker: tasks earlier tests left in it (their
+    runs long gone) would go ahead of this test's."""
+    with celery_app.connection_for_write() as connection:
+        connection.default_channel.queue_purge(queue)
 
 
 def _runs(tenant: Tenant, count: int) -> list[int]:
