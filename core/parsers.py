@@ -13,11 +13,12 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
+
+from engine.protocol import SURROGATE
 
 JSON_BODY_MAX_DEPTH = 100
 TOO_DEEP = f"JSON parse error - the body nests more than {JSON_BODY_MAX_DEPTH} levels deep"
@@ -25,7 +26,6 @@ LONE_SURROGATE = (
     "JSON parse error - a string holds a lone UTF-16 surrogate (\\ud800-\\udfff without its "
     "pair), which UTF-8 cannot carry"
 )
-_SURROGATE = re.compile("[\ud800-\udfff]")  # after parsing, a pair is one character
 
 
 class Refused(ValueError):
@@ -39,7 +39,7 @@ def check_body(value: Any) -> None:
     while stack:
         node, depth = stack.pop()
         if isinstance(node, str):
-            if _SURROGATE.search(node):
+            if SURROGATE.search(node):  # after parsing, a pair is one character
                 raise Refused(LONE_SURROGATE)
             continue
         if depth > JSON_BODY_MAX_DEPTH:

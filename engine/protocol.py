@@ -387,7 +387,8 @@ def _finite_float(literal: str) -> float:
     return value
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# Half of a UTF-16 pair, alone (what JSON's "\\ud800" escape parses to): UTF-8 cannot carry it.
+SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = "the frame is not valid JSON: it holds a lone surrogate (not Unicode)"
 
@@ -407,7 +408,7 @@ def strings_in(obj: Any) -> Iterator[str]:
 
 
 def _has_lone_surrogate(obj: Any) -> bool:
-    return any(_SURROGATE.search(text) for text in strings_in(obj))
+    return any(SURROGATE.search(text) for text in strings_in(obj))
 
 
 def decode(text: str) -> ClientMessage:
@@ -420,7 +421,7 @@ def decode(text: str) -> ClientMessage:
     # A lone surrogate cannot be encoded as UTF-8: not on the wire, not in the database,
     # not back to the client (RFC 7493 forbids "\uDEAD" escapes for the same reason).
     # Raw ones only reach us from a server that did not check the frame's UTF-8.
-    if _SURROGATE.search(text):
+    if SURROGATE.search(text):
         raise ProtocolError(ErrorCode.BAD_JSON, _LONE_SURROGATE)
     try:
         obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)

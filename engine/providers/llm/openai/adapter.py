@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 import aiohttp
 
 import egress
-from engine.protocol import ErrorCode
+from engine.protocol import SURROGATE, ErrorCode
 from engine.providers import base, http_pool
 from engine.providers.base import (
     LLM,
@@ -57,11 +57,6 @@ _FINISH_REASONS = {
 # SSE ends lines with CRLF, LF or CR, and nothing else: splitting on every Unicode line
 # break (as str.splitlines does) would cut a JSON payload holding a raw U+2028.
 _SSE_LINE_END = re.compile(rb"\r\n|\r|\n")
-# What JSON's "\ud800" escape leaves after parsing: half of a UTF-16 pair, alone. No
-# UTF-8 encoder takes it (the next request's size, the record, the page's socket), so one in
-# a reply would fail every later turn of the session.
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 # ---------------------------------------------------------------- the adapter
 
@@ -424,7 +419,7 @@ def _text_of(content: Any) -> str:
 
 def _well_formed(text: str) -> str:
     """``text`` with each lone surrogate as U+FFFD, as a browser decodes it."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
+    return SURROGATE.sub("\ufffd", text)
 
 
 # Anthropic's names, as some gateways pass them through, in OpenAI's vocabulary.
