@@ -1,12 +1,22 @@
 """/healthz: is the database reachable, Redis when one is configured, and can this process
 start a sandbox worker (with the protections it reports, as this host allows them), and
-did the offline speech models this process uses load (``speech_models``: each one's status)."""
+did the offline speech models this process uses load (``speech_models``: each one's status).
+
+/healthz is public (load balancers call it without a key), so its checks run at most once
+every ``HEALTHZ_CACHE_S`` per process, whatever the request rate: a flood of it costs the
+database and each Redis one check a second, and requests that arrive during a check wait for
+that one check instead of starting their own."""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from typing import Any
 
 import redis
+from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
@@ -42,11 +52,7 @@ def _redis_status() -> str:
     return "ok"
 
 
-def healthz(request: HttpRequest) -> JsonResponse:
-    if drain.draining():  # a deploy stops this process: balancers send new sessions elsewhere
-        response = JsonResponse({"draining": True}, status=503)
-        response._has_been_logged = True  # type: ignore[attr-defined]  # expected, not an error
-        return response
+def _run_checks() -> tuple[dict[str, object], bool]:
     checks: dict[str, object] = {"db": _database_status(), "redis": _redis_status()}
     protections = sandbox_protections()
     checks["sandbox"] = "ok" if protections is not None else "down"
@@ -56,4 +62,37 @@ def healthz(request: HttpRequest) -> JsonResponse:
     healthy = all(value in {"ok", "not configured"} for value in checks.values())
     checks["sandbox_protections"] = protections or {}
     checks["speech_models"] = models
+    return checks, healthy
+
+
+_lock = threading.Lock()
+_last: tuple[float, dict[str, object], bool] | None = None  # checked at, checks, healthy
+
+
+def _checks() -> tuple[dict[str, object], bool]:
+    """The latest checks, run again once they are ``HEALTHZ_CACHE_S`` old (one at a time)."""
+    global _last
+    with _lock:
+        if _last is None or time.monotonic() - _last[0] >= settings.HEALTHZ_CACHE_S:
+            checks, healthy = _run_checks()
+            _last = (time.monotonic(), checks, healthy)
+        return dict(_last[1]), _last[2]
+
+
+def _forget(**kwargs: Any) -> None:
+    """A changed setting (tests) may change what the checks find."""
+    global _last
+    with _lock:
+        _last = None
+
+
+setting_changed.connect(_forget, dispatch_uid="platform_site.health")
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    if drain.draining():  # a deploy stops this process: balancers send new sessions elsewhere
+        response = JsonResponse({"draining": True}, status=503)
+        response._has_been_logged = True  # type: ignore[attr-defined]  # expected, not an error
+        return response
+    checks, healthy = _checks()
     return JsonResponse(checks, status=200 if healthy else 503)

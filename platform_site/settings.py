@@ -451,6 +451,7 @@ SECRET_VALUE_MAX_BYTES = env_int("SECRET_VALUE_MAX_BYTES", 64 * 1024, minimum=1)
 SECRETS_PER_WORKSPACE_MAX = env_int("SECRETS_PER_WORKSPACE_MAX", 100, minimum=1)
 SESSION_LIMIT_PER_WORKSPACE = env_int("SESSION_LIMIT_PER_WORKSPACE", 20, minimum=1)
 API_KEY_LAST_USED_PRECISION_S = env_float("API_KEY_LAST_USED_PRECISION_S", 60.0)
+HEALTHZ_CACHE_S = env_float("HEALTHZ_CACHE_S", 1.0)  # /healthz checks at most this often
 # Realtime sessions, per publishable key and client address: new sockets a minute, and
 # sessions open at once (so one client can never take the whole workspace limit).
 WS_CONNECTIONS_PER_MINUTE = env_int("WS_CONNECTIONS_PER_MINUTE", 30, minimum=1)

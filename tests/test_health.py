@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -64,3 +65,62 @@ async def test_a_warm_asked_while_the_first_worker_starts_waits_for_it() -> None
         return seen
 
     assert await pool.run_on_pool_loop(race()) is not None
+
+
+def test_a_flood_of_healthz_checks_the_database_once_a_second(client, db, settings):
+    """/healthz is public: a script that calls it as fast as it can must not turn each call
+    into a database query and a ping of every Redis (they ran on every request)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.HEALTHZ_CACHE_S = 60.0
+    with CaptureQueriesContext(connection) as queries:
+        answers = [client.get("/healthz") for _ in range(20)]
+    assert {answer.status_code for answer in answers} == {200}
+    assert len({answer.content for answer in answers}) == 1
+    assert [query["sql"] for query in queries].count("SELECT 1") == 1
+
+    settings.HEALTHZ_CACHE_S = 0.0  # a check that is due runs again
+    with CaptureQueriesContext(connection) as queries:
+        client.get("/healthz")
+        client.get("/healthz")
+    assert [query["sql"] for query in queries].count("SELECT 1") == 2
+
+
+def test_simultaneous_healthz_requests_share_one_check(db, settings, monkeypatch):
+    """Requests that arrive while a check runs wait for it and answer with what it found."""
+    import threading
+
+    from django.test import RequestFactory
+
+    from platform_site import health
+
+    settings.HEALTHZ_CACHE_S = 60.0
+    checked = []
+    real = health._database_status
+
+    def slow_database_status() -> str:
+        checked.append(1)
+        time.sleep(0.3)  # a slow database: every request below arrives during the check
+        return real()
+
+    monkeypatch.setattr(health, "_database_status", slow_database_status)
+    answers: list[int] = []
+    barrier = threading.Barrier(16)
+
+    def ask() -> None:
+        from django.db import connections
+
+        barrier.wait()
+        try:
+            answers.append(health.healthz(RequestFactory().get("/healthz")).status_code)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    threads = [threading.Thread(target=ask) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert answers == [200] * 16
+    assert len(checked) == 1
