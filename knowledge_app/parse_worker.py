@@ -4,16 +4,27 @@ Run as ``python -m knowledge_app.parse_worker KIND MAX_PAGES MAX_CHARACTERS``: t
 document's bytes on stdin, one JSON object on stdout, ``{"text": …}`` or ``{"error": …}``
 (one of the sentences below, never a parser's own message: those can quote the file).
 No Django here: the child starts in a fraction of a second and holds no settings,
-database or keys while it reads a stranger's file.
+database or keys while it reads a stranger's file. Before it parses, it closes the ways
+out a parser bug could open (``confine``, ``tools_app.confinement``): no network (its own
+empty namespace where it may, and no sockets), no new processes or programs, files opened
+for reading only, and, started as root, the user nobody; the answer says what was in
+force (``protections``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import io
 import json
+import os
+import pkgutil
 import re
 import sys
 import zipfile
+from typing import Any
+
+from tools_app import confinement
 
 DOCX_MAX_UNCOMPRESSED = 50 * 1024 * 1024  # what the zip's parts may inflate to, together
 
@@ -161,16 +172,53 @@ def _tidy(text: str) -> str:
     return re.sub(r"\n\s*\n\s*", "\n\n", text).strip()
 
 
+_PARSERS = {"pdf": ("pypdf",), "docx": ("docx",), "html": ("lxml",)}
+_PARSERS_OPTIONAL = {"pdf": ("PIL.Image", "fontTools.cffLib", "brotli", "cryptography")}
+
+
+def _load_parser(kind: str) -> None:
+    """Everything reading ``kind`` may import, imported while every file may be opened: a
+    parser imports some of its modules (and Python its text codecs) only when a document
+    needs them, and after ``confine`` the user nobody may not be able to read them."""
+    for package in ("encodings", *_PARSERS.get(kind, ())):
+        module = importlib.import_module(package)
+        for found in pkgutil.walk_packages(module.__path__, f"{package}.", onerror=_ignore):
+            with contextlib.suppress(Exception):  # a module for another platform or Python
+                importlib.import_module(found.name)
+    for name in _PARSERS_OPTIONAL.get(kind, ()):
+        with contextlib.suppress(ImportError):  # not installed: the parser goes without
+            importlib.import_module(name)
+
+
+def _ignore(name: str) -> None:
+    pass
+
+
+def confine(kind: str) -> dict[str, Any]:
+    """Close the ways out, in the order it has to happen; what is in force on this host."""
+    parent = os.getppid()
+    confinement.die_with_parent(parent)
+    protections: dict[str, Any] = {"network_namespace": confinement.leave_network()}
+    _load_parser(kind)
+    import pyseccomp  # noqa: F401  (finds libseccomp now, as the user that may read it)
+
+    protections["uid"] = confinement.drop_privileges(parent)
+    protections["syscall_filter"] = confinement.filter_syscalls(read_only_files=True)
+    return protections
+
+
 def main() -> None:
     kind, max_pages, max_characters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     content = sys.stdin.buffer.read()
+    protections = confine(kind)
+    answer: dict[str, Any]
     try:
         answer = {"text": extract(kind, content, max_pages, max_characters)}
     except Refused as refused:
         answer = {"error": str(refused)}
     except RecursionError:
         answer = {"error": "it is nested too deeply to read"}
-    sys.stdout.write(json.dumps(answer))
+    sys.stdout.write(json.dumps({**answer, "protections": protections}))
 
 
 if __name__ == "__main__":

@@ -4,18 +4,24 @@ Parsers are large and meet hostile files: a PDF of a million pages, a stream tha
 inflates to gigabytes, a DOCX zip bomb, an HTML file nested a million deep. The worker
 (``parse_worker``) checks what it can (pages, unpacked size, text length) and refuses in
 words; what it cannot foresee meets the fences here: an address-space limit, a CPU-time
-limit and a wall-clock timeout. Whatever breaks, the document gets one of our sentences.
+limit and a wall-clock timeout, no file writes; and the worker itself gives up the network,
+new processes and writable files before it parses (``parse_worker.confine``). Whatever
+breaks, the document gets one of our sentences.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import resource
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 WORKER = "knowledge_app.parse_worker"
+logger = logging.getLogger(__name__)
+_warned = False
 
 
 class ParseRefused(Exception):
@@ -36,12 +42,23 @@ def _fence(limits: ParseLimits) -> None:
     cpu = int(limits.timeout_s) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def extract_text(kind: str, content: bytes, limits: ParseLimits) -> str:
     """The text of ``content`` (a document of ``kind``), or ParseRefused in words."""
+    answer = read_document(kind, content, limits)
+    if "error" in answer:
+        raise ParseRefused(f"It was refused: {answer['error']}.")
+    return str(answer["text"])
+
+
+def read_document(kind: str, content: bytes, limits: ParseLimits) -> dict[str, Any]:
+    """The worker's answer: ``text`` or ``error`` (ours), and the ``protections`` it read
+    under; ParseRefused in words when it broke a fence or gave no answer."""
     pages, characters = str(limits.max_pages), str(limits.max_characters)
-    command = [sys.executable, "-E", "-s", "-m", WORKER, kind, pages, characters]
+    command = [sys.executable, "-E", "-s", "-B", "-m", WORKER, kind, pages, characters]
     try:
         # Our own interpreter and module, fixed arguments; the document goes in on stdin.
         finished = subprocess.run(  # noqa: S603
@@ -63,12 +80,18 @@ def extract_text(kind: str, content: bytes, limits: ParseLimits) -> str:
             "Reading it went past the memory or time allowed for one document; it was stopped."
         )
     try:
-        answer = json.loads(finished.stdout)
+        answer: dict[str, Any] = json.loads(finished.stdout)
     except ValueError:
         raise ParseRefused("It could not be read.") from None
-    if "error" in answer:
-        raise ParseRefused(f"It was refused: {answer['error']}.")
-    return str(answer["text"])
+    _warn_once(answer.get("protections", {}))
+    return answer
+
+
+def _warn_once(protections: dict[str, Any]) -> None:
+    global _warned
+    if not protections.get("syscall_filter") and not _warned:
+        _warned = True
+        logger.warning("knowledge parser runs without a syscall filter (no libseccomp)")
 
 
 def _project_root() -> str:

@@ -9,7 +9,7 @@ work it closes what it can of the way out, and tells the parent what it managed:
 - its own empty network namespace, and an unprivileged user, when it starts as root;
 - a syscall filter (seccomp, through libseccomp): no sockets, no new processes or
   programs, no opening of files at all, no signals to other processes, no ptrace;
-  so its only way out is the pipe to its parent.
+  so its only way out is the pipe to its parent (``tools_app.confinement``).
 
 Then it runs calls one at a time, each in a fresh V8 context prepared while it was
 idle. Time, CPU and memory are watched from outside by the parent, which kills this
@@ -27,13 +27,10 @@ if __name__ == "__main__":  # before anything else is imported: our paths only
 
 import asyncio
 import contextlib
-import ctypes
-import errno
 import json
 import math
 import os
 import resource
-import signal
 import time
 from collections import deque
 from collections.abc import Callable
@@ -48,6 +45,7 @@ from tools_app.calls import (
     encode_frame,
     frame_length,
 )
+from tools_app.confinement import die_with_parent, drop_privileges, filter_syscalls, leave_network
 from tools_app.handler_shape import is_one_function
 from tools_app.sandbox import (
     NOT_ONE_FUNCTION,
@@ -57,39 +55,8 @@ from tools_app.sandbox import (
     syntax_error,
 )
 
-NOBODY = 65534
-CLONE_NEWNET = 0x40000000
-CLONE_THREAD = 0x00010000
-PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
 MAX_OPEN_FILES = 64
 CPU_SLACK_S = 2
-_DENIED_SYSCALLS = (
-    # networking
-    # (sending on the event loop's self-pipe, made before the filter, stays allowed)
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
-    # new processes and programs
-    "fork", "vfork", "execve", "execveat",
-    # other processes
-    "kill", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open",
-    "pidfd_getfd", "pidfd_send_signal",
-    # files: nothing is opened, created, changed or linked
-    "open", "openat", "openat2", "creat", "open_by_handle_at", "name_to_handle_at",
-    "mkdir", "mkdirat", "mknod", "mknodat", "unlink", "unlinkat", "rmdir", "rename",
-    "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod",
-    "fchmodat", "chown", "fchown", "fchownat", "lchown", "truncate", "ftruncate",
-    "memfd_create", "memfd_secret",
-    # the system
-    "mount", "umount2", "pivot_root", "chroot", "setns", "unshare", "setuid", "setgid",
-    "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "bpf", "perf_event_open",
-    "userfaultfd", "io_uring_setup", "keyctl", "add_key", "request_key", "personality",
-    "reboot", "kexec_load", "init_module", "finit_module", "delete_module", "swapon",
-    "swapoff", "sethostname", "setdomainname", "acct", "quotactl",
-)  # fmt: skip
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def limit_resources(memory_bytes: int) -> dict[str, Any]:
@@ -108,58 +75,9 @@ def cap_cpu(seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
 
 
-def leave_network() -> bool:
-    """An empty network namespace of our own (root only; seccomp covers the rest)."""
-    status: int = _libc().unshare(CLONE_NEWNET)
-    return status == 0
-
-
-def drop_privileges(parent: int) -> int:
-    """From root to nobody: a V8 escape then owns nothing and can signal nothing."""
-    if os.getuid() == 0:
-        try:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-        except OSError:
-            pass
-    libc = _libc()
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    die_with_parent(parent)  # a change of user clears the parent-death signal: set it again
-    return os.getuid()
-
-
-def die_with_parent(parent: int) -> None:
-    """SIGKILL when the parent goes away, and at once if it already has."""
-    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(0)
-
-
 def close_files() -> None:
     """Only the two protocol pipes stay open; nothing else is inherited by accident."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
-
-
-def filter_syscalls() -> bool:
-    """Install the seccomp filter. False where the host cannot (no libseccomp)."""
-    try:
-        import pyseccomp as seccomp
-    except (ImportError, OSError, RuntimeError):
-        return False
-    rules = seccomp.SyscallFilter(seccomp.ALLOW)
-    denied = seccomp.ERRNO(errno.EPERM)
-    for name in _DENIED_SYSCALLS:
-        try:
-            rules.add_rule(denied, name)
-        except (OSError, ValueError, RuntimeError):
-            pass  # a syscall this kernel or architecture does not have
-    # Threads yes (V8 needs them), processes no: clone without CLONE_THREAD is refused;
-    # clone3 says "not implemented" so that the C library falls back to clone.
-    rules.add_rule(denied, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
-    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
-    rules.load()
-    return True
 
 
 class Channel:

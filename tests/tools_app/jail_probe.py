@@ -11,30 +11,12 @@ sys.path[:0] = sys.argv[1].split(":")
 import json  # noqa: E402
 import os  # noqa: E402
 import socket  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 
+from tests.escape_attempts import attempt, attempts, fork_and_wait  # noqa: E402
 from tools_app.jail import harden  # noqa: E402
 
 PARENT = os.getppid()
 protections = harden(int(sys.argv[2]), warm_up=lambda: None)
-attempts: dict[str, str] = {}
-
-
-def attempt(name: str, action: Callable[[], object]) -> None:
-    try:
-        action()
-    except OSError as exc:
-        attempts[name] = f"refused: errno {exc.errno}"
-    else:
-        attempts[name] = "allowed"
-
-
-def fork_and_wait() -> None:
-    child = os.fork()
-    if child == 0:
-        os._exit(0)
-    os.waitpid(child, 0)
-
 
 attempt("socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
 attempt("unix_socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))

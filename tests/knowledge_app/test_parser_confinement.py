@@ -1,0 +1,95 @@
+"""The knowledge parser reads strangers' PDF, DOCX and HTML files with large parsers; should
+one of them be subverted by a file, it must find no way out: no network (the Redis and
+Postgres on loopback are right there), no new process, nothing written, and (started as
+root) nothing of the platform's user to read."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knowledge_app import parsing
+from tests.knowledge_app.documents import docx_bytes, pdf_bytes
+
+PROBE = Path(__file__).with_name("parser_probe.py")
+LIMITS = parsing.ParseLimits(max_pages=10, max_characters=10_000, timeout_s=30, memory_mb=512)
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux confinement")
+
+
+@pytest.fixture
+def open_room() -> Iterator[Path]:
+    """A folder anyone may write in: only the confinement, not the user, can refuse."""
+    room = Path(tempfile.mkdtemp(dir="/tmp"))
+    room.chmod(0o777)
+    yield room
+    shutil.rmtree(room)
+
+
+def test_a_subverted_parser_finds_no_way_out(open_room: Path) -> None:
+    tmp_path = open_room
+    appended = tmp_path / "existing.txt"
+    appended.write_text("kept")
+    appended.chmod(0o666)
+    redis_port = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379").rsplit(":", 1)[1]
+    finished = subprocess.run(
+        [
+            sys.executable,
+            "-E",
+            "-s",
+            "-B",
+            str(PROBE),
+            redis_port.split("/")[0],
+            str(tmp_path / "new.txt"),
+            str(appended),
+        ],
+        capture_output=True,
+        timeout=60,
+        preexec_fn=lambda: parsing._fence(LIMITS),
+        env={},
+        check=True,
+    )
+    report = json.loads(finished.stdout)
+    protections, attempts = report["protections"], report["attempts"]
+    assert protections["syscall_filter"] is True
+    refused = {name for name, outcome in attempts.items() if outcome.startswith("refused")}
+    assert refused >= {
+        "socket",
+        "unix_socket",
+        "connect_to_redis",
+        "fork",
+        "exec",
+        "write_a_file",
+        "append_to_a_file",
+    }
+    assert attempts["write_a_file"] == attempts["append_to_a_file"] == "refused: errno 1"
+    assert attempts["read_the_file"] == "allowed"  # files are still opened for reading
+    assert not (tmp_path / "new.txt").exists()
+    assert appended.read_text() == "kept"
+    if os.getuid() == 0:  # started as root: nobody, in a network of its own
+        assert protections["uid"] != 0
+        assert protections["network_namespace"] is True
+        assert {"read_parent_environment", "signal_parent"} <= refused
+
+
+@pytest.mark.parametrize(
+    ("kind", "content", "words"),
+    [
+        ("pdf", pdf_bytes(["Opening hours are nine to five."]), "Opening hours"),
+        ("docx", docx_bytes(["Returns within thirty days."]), "thirty days"),
+        ("html", b"<html><body><p>Caf\xc3\xa9 menu</p></body></html>", "Café menu"),
+        ("text", "Grüße aus Köln".encode("utf-16"), "Grüße aus Köln"),
+    ],
+    ids=["pdf", "docx", "html", "text"],
+)
+def test_documents_are_still_read_inside_the_confinement(kind, content, words) -> None:
+    answer = parsing.read_document(kind, content, LIMITS)
+    assert words in answer["text"]
+    assert answer["protections"]["syscall_filter"] is True
