@@ -23,7 +23,11 @@ from platform_site.log_masking import mask_access_log_in_daphne  # noqa: E402
 from platform_site.response_pacing import pace_responses_in_daphne  # noqa: E402
 from platform_site.shutdown import drain_on_sigterm  # noqa: E402
 from platform_site.socket_writes import send_at_step_end_in_daphne  # noqa: E402
-from platform_site.websocket_doors import rfc6455_only_in_daphne, unknown_path_route  # noqa: E402
+from platform_site.websocket_doors import (  # noqa: E402
+    count_control_frames_in_daphne,
+    rfc6455_only_in_daphne,
+    unknown_path_route,
+)
 from platform_site.websocket_unmasking import unmask_cheaply_in_daphne  # noqa: E402
 from realtime.routing import websocket_urlpatterns  # noqa: E402
 from realtime.session_setup import speech_preload  # noqa: E402
@@ -43,6 +47,7 @@ pace_responses_in_daphne()  # a response goes out as fast as its client takes it
 rfc6455_only_in_daphne()  # WebSocket version 13 only: not autobahn's hybi draft 8 as well
 send_at_step_end_in_daphne()  # a socket is sent its step's writes at once, not via the reactor
 unmask_cheaply_in_daphne()  # a client's frame is unmasked without a native object per frame
+count_control_frames_in_daphne()  # a client's pings and pongs count as its messages
 
 application = ProtocolTypeRouter(
     {

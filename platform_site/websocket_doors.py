@@ -6,6 +6,10 @@
 - Only RFC 6455 (``Sec-WebSocket-Version: 13``) is spoken. autobahn, under daphne, also
   accepts version 8 (the last hybi draft, which no browser has sent since 2012); it is
   refused with 400 and ``Sec-WebSocket-Version: 13``, as RFC 6455 (4.4) says.
+- A client's ping and pong frames count against its socket's message and byte budgets
+  (``realtime.connection.inbound``) like any message: autobahn answers a ping itself and
+  logs a warning for an unasked-for pong, so a flood of them cost a pong, or a log line,
+  each, without limit.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from django.urls import re_path
 
 from platform_site.log_masking import loggable_url
+from realtime.connection.inbound import count_control_frame
 
 if TYPE_CHECKING:
     from channels.routing import _ExtendedURLPattern
@@ -58,3 +63,31 @@ def _rfc6455_only(base: type[Any]) -> type[Any]:
             super().setProtocolOptions(**{**options, "versions": [RFC6455]})
 
     return Rfc6455Factory
+
+
+def count_control_frames_in_daphne() -> None:
+    """Under daphne, its WebSocket protocol counts a client's ping and pong frames."""
+    if "daphne.server" not in sys.modules:
+        return
+    from daphne import ws_protocol
+
+    if getattr(ws_protocol.WebSocketFactory.protocol, "counts_control_frames", False):
+        return
+    ws_protocol.WebSocketFactory.protocol = _counting(ws_protocol.WebSocketProtocol)
+
+
+def _counting(base: type[Any]) -> type[Any]:
+    class CountingProtocol(base):  # type: ignore[misc]
+        counts_control_frames = True
+
+        def processControlFrame(self) -> bool:  # autobahn's name
+            opcode = self.current_frame.opcode
+            if opcode in (9, 10):  # ping, pong
+                parts: list[bytes] = getattr(self, "control_frame_data", None) or []
+                size = sum(len(part) for part in parts)
+                if not count_control_frame(getattr(self, "application_queue", None), size):
+                    self.control_frame_data = None  # dropped unanswered: the socket is closing
+                    return True
+            return bool(super().processControlFrame())
+
+    return CountingProtocol

@@ -14,9 +14,11 @@ the socket itself.
 
 Under daphne the messages are taken as daphne queues them: its ``receive`` is its queue's
 ``get``, and that queue's ``put_nowait`` counts and keeps each message here instead, in the
-same step of the loop. Under any other server a task of its own takes them from
-``receive``: one more task switch for every message (about a twentieth of a loaded web
-process's time at 200 sessions).
+same step of the loop. A client's ping and pong frames, which the server answers itself
+and never hands over, are counted against the same budgets (``count_control_frame``): a
+ping flood cost the process a pong for each, uncounted. Under any other server a task of
+its own takes them from ``receive``: one more task switch for every message (about a
+twentieth of a loaded web process's time at 200 sessions).
 """
 
 from __future__ import annotations
@@ -76,6 +78,18 @@ class _Inbox:
             else:
                 self._flood(refusal)
 
+    def control(self, size: int) -> bool:
+        """A ping or pong frame of ``size`` bytes: counted; False past a budget (then the
+        socket is a flood, as for any message, and the frame gets no answer)."""
+        if self.flooded:
+            return False
+        refusal = self._budget.take(
+            size, pending_messages=len(self._messages), pending_bytes=self.pending
+        )
+        if refusal is not None:
+            self._flood(refusal)
+        return refusal is None
+
     def _put(self, message: dict[str, Any]) -> None:
         self._messages.append(message)
         self.pending += _size(message)
@@ -128,6 +142,13 @@ class InboundByteGate:
                 pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await pump
+
+
+def count_control_frame(queue: Any, size: int) -> bool:
+    """A ping or pong frame on the socket whose daphne queue is ``queue``: whether it is
+    within the socket's budgets (True while no gate counts that socket's messages yet)."""
+    inbox = getattr(getattr(queue, "put_nowait", None), "__self__", None)
+    return inbox.control(size) if isinstance(inbox, _Inbox) else True
 
 
 def _daphne_queue(receive: Any) -> asyncio.Queue[dict[str, Any]] | None:

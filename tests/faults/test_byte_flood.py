@@ -191,3 +191,40 @@ async def test_a_session_dropped_for_an_oversized_message_does_not_hold_a_drain(
     await asyncio.to_thread(daphne.popen.wait, 90)
     took = time.monotonic() - signalled
     assert took < 20, f"the drain took {took:.0f} s of its 60"
+
+
+@pytest.mark.parametrize("opcode", [0x89, 0x8A], ids=["pings", "pongs"])
+async def test_a_flood_of_pings_or_pongs_is_closed_like_any_flood(
+    web: tuple[Daphne, Platform], llm: FakeOpenAIServer, opcode: int
+) -> None:
+    """A client's ping and pong frames never reach the session (the server answers a ping
+    itself, and logged a warning for each unasked-for pong): they count as its messages,
+    so a flood of them is closed (4029, too_many_messages) as any other is, while a calm
+    session on the same process talks on. Before, nothing counted them: the flooder kept
+    the process answering pongs for as long as it liked."""
+    daphne, platform = web
+    for n in range(3):
+        llm.script(text_reply(f"Calm reply {n}."))
+    flood = bytes([opcode, 0x80, 0, 0, 0, 0]) * 200_000  # empty control frames, zero mask
+    async with (
+        connect(daphne.session_url(platform.publishable_key), origin=ORIGIN) as flooder,
+        connect(daphne.session_url(platform.outsider_key), origin=ORIGIN) as calm,
+    ):
+        await _ready(flooder)
+        await _ready(calm)
+        turns = asyncio.create_task(_calm_turns(calm, 3))
+        for at in range(0, len(flood), 60 * 1024):
+            if flooder.transport.is_closing():
+                break
+            flooder.transport.write(flood[at : at + 60 * 1024])
+            await asyncio.sleep(0)
+        events = []
+        with pytest.raises(ConnectionClosed):
+            while True:
+                frame = await asyncio.wait_for(flooder.recv(), 30)
+                if isinstance(frame, str):
+                    events.append(json.loads(frame))
+        assert await asyncio.wait_for(turns, 60) == [f"Calm reply {n}." for n in range(3)]
+    assert flooder.close_code == 4029
+    assert "too_many_messages" in [event.get("code") for event in events]
+    assert daphne.alive()
