@@ -117,6 +117,16 @@ def _tiny_frames(count: int) -> bytes:
     return b"\x81\x82\x00\x00\x00\x00{}" * count
 
 
+async def _events_until_closed(ws: ClientConnection) -> list[dict[str, object]]:
+    events = []
+    with pytest.raises(ConnectionClosed):
+        while True:
+            frame = await asyncio.wait_for(ws.recv(), 30)
+            if isinstance(frame, str):
+                events.append(json.loads(frame))
+    return events
+
+
 async def _calm_turns(ws: ClientConnection, turns: int) -> list[str]:
     replies = []
     for n in range(turns):
@@ -148,12 +158,7 @@ async def test_a_flood_of_tiny_messages_is_closed_before_daphne_grows(
         for at in range(0, len(frames), 64 * 1024):  # as fast as the socket takes them
             flooder.transport.write(frames[at : at + 64 * 1024])
             await asyncio.sleep(0)
-        events = []
-        with pytest.raises(ConnectionClosed):
-            while True:
-                frame = await asyncio.wait_for(flooder.recv(), 30)
-                if isinstance(frame, str):
-                    events.append(json.loads(frame))
+        events = await _events_until_closed(flooder)
         grown = _resident(daphne.pid) - before
         assert await asyncio.wait_for(turns, 60) == [f"Calm reply {n}." for n in range(3)]
     assert flooder.close_code == 4029
@@ -218,12 +223,7 @@ async def test_a_flood_of_pings_or_pongs_is_closed_like_any_flood(
                 break
             flooder.transport.write(flood[at : at + 60 * 1024])
             await asyncio.sleep(0)
-        events = []
-        with pytest.raises(ConnectionClosed):
-            while True:
-                frame = await asyncio.wait_for(flooder.recv(), 30)
-                if isinstance(frame, str):
-                    events.append(json.loads(frame))
+        events = await _events_until_closed(flooder)
         assert await asyncio.wait_for(turns, 60) == [f"Calm reply {n}." for n in range(3)]
     assert flooder.close_code == 4029
     assert "too_many_messages" in [event.get("code") for event in events]
