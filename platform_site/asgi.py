@@ -20,6 +20,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from core import backends  # noqa: E402
 from platform_site.body_limit import BodyLimit, refuse_early_in_daphne  # noqa: E402
 from platform_site.log_masking import mask_access_log_in_daphne  # noqa: E402
+from platform_site.request_head import bound_request_heads_in_daphne  # noqa: E402
 from platform_site.response_pacing import pace_responses_in_daphne  # noqa: E402
 from platform_site.shutdown import drain_on_sigterm  # noqa: E402
 from platform_site.socket_writes import send_at_step_end_in_daphne  # noqa: E402
@@ -42,6 +43,7 @@ warm_sandbox(embedded=backends.tasks_inline())
 speech_preload()
 drain_on_sigterm()  # a deploy's SIGTERM moves the sessions to other processes first
 refuse_early_in_daphne()  # a body past its limit is refused as it arrives, not held
+bound_request_heads_in_daphne()  # a request's head must arrive in time, however it trickles
 mask_access_log_in_daphne()  # a recording's signed URL is a credential: not in the log
 pace_responses_in_daphne()  # a response goes out as fast as its client takes it, no faster
 rfc6455_only_in_daphne()  # WebSocket version 13 only: not autobahn's hybi draft 8 as well

@@ -708,6 +708,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = HTTP_BODY_MAX_BYTES  # Django's own check, for for
 # A body must arrive within this (plus 1 s per 16 KB received): a body trickled or left
 # unfinished is answered 408 instead of holding its connection for good.
 HTTP_BODY_TIMEOUT_S = env_int("HTTP_BODY_TIMEOUT_S", 30, minimum=1)
+HTTP_HEAD_TIMEOUT_S = env_int("HTTP_HEAD_TIMEOUT_S", 20, minimum=1)  # platform_site/request_head
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # an uploaded file past this waits on disk
 # The shortest refresh interval a URL document may have (docs/knowledge.md).
 KNOWLEDGE_REFRESH_MIN_HOURS = env_int("KNOWLEDGE_REFRESH_MIN_HOURS", 1, minimum=1)

@@ -25,6 +25,7 @@ import struct
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -50,6 +51,7 @@ pytestmark = pytest.mark.slow
 ORIGIN = Origin(LOCAL_ORIGIN)
 MESSAGE_MAX = 1024 * 1024
 BODY_TIMEOUT_S = 3
+HEAD_TIMEOUT_S = 3
 CLOSING_HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
 
 
@@ -61,6 +63,7 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daphne, Plat
     platform.env["SESSIONS_PER_ADDRESS"] = "1"
     platform.env["LOG_LEVEL"] = "DEBUG"  # what a log at its most says is what is checked
     platform.env["HTTP_BODY_TIMEOUT_S"] = str(BODY_TIMEOUT_S)
+    platform.env["HTTP_HEAD_TIMEOUT_S"] = str(HEAD_TIMEOUT_S)
     daphne = Daphne(platform)
     yield daphne, platform
     daphne.stop()
@@ -441,4 +444,80 @@ async def test_a_body_that_never_arrives_is_dropped_while_an_upload_goes_on(
         assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
         assert BODY_TIMEOUT_S <= took < BODY_TIMEOUT_S + 15, took  # 5 s of it: the linger
     assert upload.startswith(b"HTTP/1.1 403") and b"CSRF" in upload, upload[:200]
+    assert daphne.alive() and daphne.healthz() == 200
+
+
+def _trickled_head(daphne: Daphne) -> tuple[bytes, float]:
+    """A head sent a byte every 0.4 s (each byte reset Twisted's 60 s idle timeout)."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200
+    started = time.monotonic()
+    with _raw(daphne) as sock:
+        try:
+            for byte in head:
+                sock.sendall(bytes([byte]))
+                time.sleep(0.4)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        return _answer(sock), time.monotonic() - started
+
+
+def _silent(daphne: Daphne) -> float:
+    """A connection that sends nothing: how long the server keeps it."""
+    started = time.monotonic()
+    with _raw(daphne) as sock:
+        assert _answer(sock) == b""
+    return time.monotonic() - started
+
+
+def _kept_alive(daphne: Daphne) -> tuple[list[bytes], float]:
+    """Two requests on one connection, the second 1 s after the first's answer; then
+    nothing: the answers, and how long the idle connection was kept after the second."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    answers = []
+    with _raw(daphne) as sock:
+        for _ in range(2):
+            sock.sendall(request)
+            answers.append(sock.recv(65536))
+            time.sleep(1)
+        idle_from = time.monotonic() - 1
+        rest = _answer(sock)
+    assert rest == b"", rest[:200]
+    return answers, time.monotonic() - idle_from
+
+
+async def test_a_head_that_never_arrives_is_cut_off_while_others_are_served(
+    web: tuple[Daphne, Platform],
+) -> None:
+    """Slowloris: twenty heads trickled at once, and silent connections, held a place among
+    the process's open files for as long as their client liked. Now a head must arrive
+    within HTTP_HEAD_TIMEOUT_S (3 s here) of the connection or of the previous answer: a
+    trickled one is answered 408, a silent or idle kept-alive one closed; meanwhile other
+    clients are answered, a kept-alive connection serves its requests, and a WebSocket
+    (its head arrived) lives on past the timeout."""
+    daphne, platform = web
+    loop = asyncio.get_running_loop()
+    threads = ThreadPoolExecutor(max_workers=22)  # all at once (asyncio's default pool: 6)
+    trickled = [loop.run_in_executor(threads, _trickled_head, daphne) for _ in range(20)]
+    silent = loop.run_in_executor(threads, _silent, daphne)
+    kept = loop.run_in_executor(threads, _kept_alive, daphne)
+    # Not configured: it holds no session place (one per address here), and lives 10 s.
+    async with connect(
+        daphne.session_url(platform.publishable_key), origin=ORIGIN, proxy=None
+    ) as ws:
+        async with httpx.AsyncClient(base_url=daphne.url) as client:
+            started = time.monotonic()
+            served = await client.get("/healthz", timeout=10)
+            assert served.status_code == 200 and time.monotonic() - started < 5
+        results = await asyncio.gather(*trickled, silent, kept)
+        await ws.send(json.dumps({"type": "ping", "t": 1}))
+        while json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] != "pong":
+            pass
+    threads.shutdown()
+    *heads, silent_for, (answers, idle_for) = results
+    for answer, took in heads:
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert HEAD_TIMEOUT_S - 0.5 <= took < HEAD_TIMEOUT_S + 5, took
+    assert HEAD_TIMEOUT_S - 0.5 <= silent_for < HEAD_TIMEOUT_S + 5, silent_for
+    assert [answer.split(b"\r\n", 1)[0] for answer in answers] == [b"HTTP/1.1 200 OK"] * 2
+    assert HEAD_TIMEOUT_S - 0.5 <= idle_for < HEAD_TIMEOUT_S + 5, idle_for
     assert daphne.alive() and daphne.healthz() == 200
