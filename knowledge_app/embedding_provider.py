@@ -118,7 +118,7 @@ def _provider_message(body: bytes, mask: Callable[[str], str]) -> str:
     try:
         error = json.loads(body).get("error")
         message = error.get("message") if isinstance(error, dict) else error
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return ""
     if not isinstance(message, str) or not message.strip():
         return ""
@@ -129,7 +129,7 @@ def vectors_from(body: bytes, count: int, max_dimensions: int) -> np.ndarray:
     """The ``count`` vectors of an ``/embeddings`` answer, in input order, unit length."""
     try:
         data = json.loads(body)["data"]
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, RecursionError):  # nested past Python's stack
         raise EmbeddingFailed(NOT_A_LIST) from None
     if not isinstance(data, list) or len(data) != count:
         got = len(data) if isinstance(data, list) else 0

@@ -235,7 +235,7 @@ async def _collect(
     for candidate in (arguments, text.strip()):
         try:
             parsed = json.loads(candidate) if candidate else None
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(parsed, dict):
             return parsed, usage

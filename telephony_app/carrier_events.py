@@ -64,7 +64,7 @@ def telnyx_event(body: bytes) -> CallEvent | None:
         data = json.loads(body).get("data") or {}
         kind, payload = str(data.get("event_type", "")), data.get("payload") or {}
         call_id = str(payload.get("call_control_id", ""))[:128]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     if not call_id or not isinstance(payload, dict):
         return None

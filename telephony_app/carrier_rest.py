@@ -40,7 +40,7 @@ def carrier_request(
         raise CarrierError(f"{carrier} refused the request (HTTP {response.status})")
     try:
         answer = json.loads(response.body)
-    except ValueError:
+    except (ValueError, RecursionError):
         answer = None
     if not isinstance(answer, dict):
         raise CarrierError(f"{carrier} answered something else than JSON")

@@ -33,7 +33,7 @@ def _params(request: HttpRequest) -> dict[str, str]:
     if request.content_type == "application/json":
         try:
             body = json.loads(request.body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             return {}
         return {k: str(v) for k, v in body.items()} if isinstance(body, dict) else {}
     return {key: request.POST.get(key, "") for key in request.POST}

@@ -145,6 +145,23 @@ async def test_a_number_past_a_floats_range_fails_the_document_with_our_sentence
     assert "not a number" in failed.error, failed.error  # not "the platform's side"
 
 
+@pytest.mark.parametrize("status", [200, 500], ids=["answer", "error"])
+async def test_an_answer_nested_past_pythons_stack_fails_the_document_with_our_sentence(
+    owner: Tenant, provider: FakeEmbeddingsServer, status: int
+) -> None:
+    """A hundred thousand nested arrays fit in the answer's cap; decoding them ran out of
+    Python's stack, and the document failed as if the platform had (RecursionError)."""
+    body = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    if status != 200:
+        body = b'{"error": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    provider.script(fake_openai.PlainBody(body, status, "application/json"))
+    await sync_to_async(_connection)(owner, provider.base_url)
+    base = await sync_to_async(_base)(owner, "small")
+    failed = await sync_to_async(_upload)(base)
+    assert failed.status == "failed"
+    assert failed.error.startswith("The embedding provider"), failed.error
+
+
 # ---------------------------------------------------------------- fairness
 
 

@@ -542,7 +542,7 @@ def _pcm_bytes(sample_rate: int, ms: int) -> int:
 def _json_object(raw: str | bytes) -> dict[str, Any]:
     try:
         value = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -267,7 +267,7 @@ def _parse(raw: str | bytes, *, secrets: tuple[str, ...]) -> dict[str, Any]:
         raise ELEVENLABS.garbage_error("binary data where JSON was expected")
     try:
         message = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # or nested past the parser's depth
         raise ELEVENLABS.garbage_error("a message that is not valid JSON") from None
     if not isinstance(message, dict):
         raise ELEVENLABS.garbage_error("a message that is not a JSON object")

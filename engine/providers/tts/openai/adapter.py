@@ -103,7 +103,7 @@ class OpenAITTS(TTS):
 def _error_detail(body: bytes, *, secrets: tuple[str, ...]) -> str:
     try:
         payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return ""  # an HTML page from a proxy says nothing useful
     error = payload.get("error") if isinstance(payload, dict) else None
     message = error.get("message") if isinstance(error, dict) else error
