@@ -2,10 +2,11 @@
 start a sandbox worker (with the protections it reports, as this host allows them), and
 did the offline speech models this process uses load (``speech_models``: each one's status).
 
-/healthz is public (load balancers call it without a key), so its checks run at most once
-every ``HEALTHZ_CACHE_S`` per process, whatever the request rate: a flood of it costs the
-database and each Redis one check a second, and requests that arrive during a check wait for
-that one check instead of starting their own."""
+/healthz is public (load balancers call it without a key), so the checks that reach other
+services run at most once every ``HEALTHZ_CACHE_S`` per process, whatever the request
+rate: a flood of it costs the database and each Redis one check a second, and requests that
+arrive during a check wait for that one check instead of starting their own. The speech
+models' status is read on every request (it is this process's memory)."""
 
 from __future__ import annotations
 
@@ -52,31 +53,26 @@ def _redis_status() -> str:
     return "ok"
 
 
-def _run_checks() -> tuple[dict[str, object], bool]:
+def _run_checks() -> dict[str, object]:
+    """What this process reaches: the database, each Redis, a sandbox worker."""
     checks: dict[str, object] = {"db": _database_status(), "redis": _redis_status()}
     protections = sandbox_protections()
     checks["sandbox"] = "ok" if protections is not None else "down"
-    models = offline_models_status()
-    # Still loading is healthy (sessions wait for it); failed is not, and is retried.
-    checks["speech"] = "down" if "failed" in models.values() else "ok"
-    healthy = all(value in {"ok", "not configured"} for value in checks.values())
     checks["sandbox_protections"] = protections or {}
-    checks["speech_models"] = models
-    return checks, healthy
+    return checks
 
 
 _lock = threading.Lock()
-_last: tuple[float, dict[str, object], bool] | None = None  # checked at, checks, healthy
+_last: tuple[float, dict[str, object]] | None = None  # checked at, checks
 
 
-def _checks() -> tuple[dict[str, object], bool]:
+def _checks() -> dict[str, object]:
     """The latest checks, run again once they are ``HEALTHZ_CACHE_S`` old (one at a time)."""
     global _last
     with _lock:
         if _last is None or time.monotonic() - _last[0] >= settings.HEALTHZ_CACHE_S:
-            checks, healthy = _run_checks()
-            _last = (time.monotonic(), checks, healthy)
-        return dict(_last[1]), _last[2]
+            _last = (time.monotonic(), _run_checks())
+        return dict(_last[1])
 
 
 def _forget(**kwargs: Any) -> None:
@@ -94,5 +90,12 @@ def healthz(request: HttpRequest) -> JsonResponse:
         response = JsonResponse({"draining": True}, status=503)
         response._has_been_logged = True  # type: ignore[attr-defined]  # expected, not an error
         return response
-    checks, healthy = _checks()
+    checks = _checks()
+    # The speech models' status is this process's memory (and asking it is what loads a
+    # failed model again once its pause is over): read on every request.
+    models = offline_models_status()
+    checks["speech"] = "down" if "failed" in models.values() else "ok"
+    checks["speech_models"] = models
+    verdicts = (checks[name] for name in ("db", "redis", "sandbox", "speech"))
+    healthy = all(value in {"ok", "not configured"} for value in verdicts)
     return JsonResponse(checks, status=200 if healthy else 503)
