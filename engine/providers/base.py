@@ -146,7 +146,8 @@ class LLM(abc.ABC):
 
 @dataclass(frozen=True)
 class SpeechStarted:
-    """The user started speaking (used for barge-in while the agent talks)."""
+    """The user started speaking (used for barge-in while the agent talks), or spoke again
+    after a ``LikelyEndOfTurn`` (which withdraws it)."""
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,18 @@ class FinalTranscript:
     endpoint_at: float | None = None
 
 
-STTEvent = SpeechStarted | PartialTranscript | FinalTranscript
+@dataclass(frozen=True)
+class LikelyEndOfTurn:
+    """The user has probably finished: ``text`` is what the ``FinalTranscript`` will say if
+    the turn ends here (a pause the provider is still judging). Optional: a provider that
+    knows the words before it decides may say so, and the session may start its reply then,
+    held back (``SessionConfig.preemptive_generation``). A ``SpeechStarted`` or a
+    ``PartialTranscript`` after it withdraws it; so does a final with other words."""
+
+    text: str
+
+
+STTEvent = SpeechStarted | PartialTranscript | LikelyEndOfTurn | FinalTranscript
 
 
 class STTStream(abc.ABC):

@@ -74,6 +74,10 @@ class SessionConfig:
     # While the agent speaks, the user's speech interrupts it only once its transcript has
     # this many words (that are not all backchannels like "mm-hmm" or "okay"); 0: at once.
     barge_in_min_words: int = 1
+    # Preemptive generation: the reply starts, held back, when the recogniser says the turn
+    # has likely ended (``LikelyEndOfTurn``), and goes out at once when it really ends with
+    # the same words (else it is discarded: the LLM tokens it used are still counted).
+    preemptive_generation: bool = True
     # Limits (docs/limits.md): variables the page may not change (a session token's),
     # context notes kept, what one LLM request may carry, and when the session ends.
     locked_variables: dict[str, str] = field(default_factory=dict)

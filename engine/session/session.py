@@ -335,8 +335,9 @@ class VoiceSession:
             self._speech_in.task, self._warming, *self._tool_calls.background,
             *self._speech.prepared,
         }  # fmt: skip
-        if turn is not None:
-            tasks |= {turn.task, turn.speech_task}
+        for each in (turn, self._turns.speculative):
+            if each is not None:
+                tasks |= {each.task, each.speech_task}
         running = {task for task in tasks if task is not None and not task.done()}
         for task in running:
             task.cancel()

@@ -156,6 +156,7 @@ class SpeechOutput:
                         await self._play(turn, chunk)
             except ProviderError as exc:
                 turn.tts_failed = True
+                await turn.live.wait()  # a held reply's failure is said once it is released
                 await self._handle_error(ErrorCode.TTS_FAILED, str(exc))
 
     async def _play(self, turn: Turn, chunk: bytes) -> None:
@@ -165,6 +166,8 @@ class SpeechOutput:
             await self._send_frame(turn, chunk[start : start + frame_bytes])
 
     async def _send_frame(self, turn: Turn, frame: bytes) -> None:
+        if not turn.live.is_set():  # a held reply (preemptive generation): its first
+            await turn.live.wait()  # audio waits here, synthesized, until it is released
         if turn.first_audio_at is None:
             turn.first_audio_at = self._clock()
             if turn.metrics is not None:

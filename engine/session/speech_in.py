@@ -20,6 +20,7 @@ from engine.protocol import ErrorCode, TranscriptEvent
 from engine.providers.base import (
     STT,
     FinalTranscript,
+    LikelyEndOfTurn,
     PartialTranscript,
     ProviderError,
     SpeechStarted,
@@ -136,15 +137,24 @@ class SpeechInput:
     async def _on_event(self, event: STTEvent) -> None:
         self._active()
         if isinstance(event, SpeechStarted):
+            await self._turns.withdraw()  # the user speaks (again): a held reply is wrong
             if self.config.barge_in_min_words <= 0:
                 await self._barge_in()
         elif isinstance(event, PartialTranscript):
             if event.text.strip():
+                await self._turns.withdraw()
                 await self._emit(TranscriptEvent(text=event.text))
                 if self._interrupts(event.text):
                     await self._barge_in()
-        elif isinstance(event, FinalTranscript) and event.text.strip():
-            if self._agent_speaking() and not self._interrupts(event.text):
+        elif isinstance(event, LikelyEndOfTurn):
+            text = event.text.strip()
+            if text and (not self._agent_speaking() or self._interrupts(text)):
+                await self._turns.speculate(text)  # the reply starts, held back
+        elif isinstance(event, FinalTranscript):
+            if not event.text.strip() or (
+                self._agent_speaking() and not self._interrupts(event.text)
+            ):
+                await self._turns.withdraw()
                 return  # "mm-hmm" while the agent talks: a backchannel, not a turn
             await self._barge_in()
             await self._turns.begin(

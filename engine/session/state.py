@@ -24,6 +24,12 @@ class Sentence:
     start_ms: float | None = None  # offset in the turn's audio; None: not spoken yet
 
 
+def _live() -> asyncio.Event:
+    live = asyncio.Event()
+    live.set()
+    return live
+
+
 @dataclass(eq=False)
 class Turn:
     id: int  # 1, 2, … for the user's turns (their `metrics` say so), 0 for the greeting
@@ -48,6 +54,15 @@ class Turn:
     awaiting_audio: bool = False  # the greeting waits for the client's audio_ready
     finished: bool = False
     interrupted: bool = False
+    # A reply started ahead (preemptive generation) is held back until it is released:
+    # ``live`` is set then (nothing is sent, put into history or run before), ``held_text``
+    # keeps what the LLM wrote meanwhile (None: live, sent as it comes), ``user_text`` is
+    # the user's words it answers (not yet in history), ``context`` what it was asked on.
+    live: asyncio.Event = field(default_factory=_live)
+    held_text: str | None = None
+    user_text: str | None = None
+    context: str = ""
+    held_failed: bool = False  # it failed while held: the turn runs afresh instead
 
 
 @contextlib.asynccontextmanager

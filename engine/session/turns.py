@@ -13,6 +13,9 @@ session is closed. It holds the current turn and the lock that starts and stops 
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
+import re
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Literal
 
@@ -21,6 +24,7 @@ from engine.protocol import (
     ChatDeltaEvent,
     ChatEvent,
     ErrorCode,
+    ServerEvent,
     ThinkingEvent,
     TurnEvent,
 )
@@ -51,6 +55,11 @@ TOOLS_EXHAUSTED_NOTE = (
 
 
 GREETING_TURN = 0  # the greeting is no turn of the user's: their first is turn 1
+# Preemptive generation: replies started ahead and discarded (the user went on, or said
+# other words) in the last minute, past which none is started until the minute clears (a
+# user who pauses and resumes all the time spends no more than this on it).
+SPECULATIONS_DISCARDED_PER_MINUTE = 20
+_WORD = re.compile(r"[a-z0-9']+")
 
 
 class Turns:
@@ -86,6 +95,9 @@ class Turns:
         # The last thing the agent said was the tool filler: it is not said again until
         # the agent says something else.
         self.filler_said_last = False
+        # A reply started ahead of the end of the turn, held back (at most one).
+        self.speculative: Turn | None = None
+        self._discarded: collections.deque[float] = collections.deque()
 
     @property
     def speaks(self) -> bool:
@@ -105,27 +117,127 @@ class Turns:
             await self._handle_error(ErrorCode.RATE_LIMITED, refusal)
             return
         async with self.control_lock:
-            if self._closed():
+            held, self.speculative = self.speculative, None
+            try:
+                if self._closed():
+                    return
+                if self.refused is None:  # the counters, not the records: same instant for all
+                    self.refused = await self._guard.turn_quota()
+                if self.refused is not None:
+                    await self._handle_error(ErrorCode.QUOTA_EXCEEDED, self.refused)
+                    return
+                await self.interrupt("new_turn", None)
+                if self._closed():  # closed meanwhile: start nothing close() would not see
+                    return
+                if held is not None and not self._releasable(held, text, source):
+                    await self._discard(held)
+                    held = None
+                self.ids += 1
+                if held is not None:
+                    turn, held = held, None
+                    await self._release(turn, text, at, speech_end_at, endpoint_at)
+                    return
+                metrics = TurnMetrics(
+                    self.ids, source, at, speech_end_at=speech_end_at, endpoint_at=endpoint_at
+                )
+                turn = Turn(id=self.ids, metrics=metrics)
+                self._history.append({"role": "user", "content": text})
+                self.current = turn
+                # The LLM request goes out while `turn` is being sent; the emit lock, taken
+                # before the task first runs, keeps `turn` and `thinking` ahead of its events.
+                turn.task = self._spawn("turn", self._run_turn, turn)
+                await self._emit(TurnEvent(text=text), ThinkingEvent())
+            finally:
+                if held is not None:  # refused, or the session closed
+                    await self._discard(held)
+
+    # ------------------------------------------------------------ preemptive generation
+
+    async def speculate(self, text: str) -> None:
+        """The user has likely finished saying ``text``: start the reply now, held back
+        (``Turn.live``) until ``begin`` releases it; anything else discards it. At most one
+        runs: a new one replaces the last."""
+        async with self.control_lock:
+            if self.speculative is not None:
+                await self._discard(self.speculative)
+                self.speculative = None
+            if not self._may_speculate():
                 return
-            if self.refused is None:  # the counters, not the records: same instant for all
-                self.refused = await self._guard.turn_quota()
-            if self.refused is not None:
-                await self._handle_error(ErrorCode.QUOTA_EXCEEDED, self.refused)
-                return
-            await self.interrupt("new_turn", None)
-            if self._closed():  # closed meanwhile: start nothing close() would not see
-                return
-            self.ids += 1
-            metrics = TurnMetrics(
-                self.ids, source, at, speech_end_at=speech_end_at, endpoint_at=endpoint_at
-            )
-            turn = Turn(id=self.ids, metrics=metrics)
-            self._history.append({"role": "user", "content": text})
-            self.current = turn
-            # The LLM request goes out while `turn` is being sent; the emit lock, taken
-            # before the task first runs, keeps `turn` and `thinking` ahead of its events.
-            turn.task = self._spawn("turn", self._run_turn, turn)
-            await self._emit(TurnEvent(text=text), ThinkingEvent())
+            metrics = TurnMetrics(self.ids + 1, "speech", self._clock())
+            turn = Turn(id=self.ids + 1, metrics=metrics, live=asyncio.Event())
+            turn.held_text, turn.user_text, turn.context = "", text, self._context()
+            self.speculative = turn
+            turn.task = self._spawn("speculative turn", self._run_turn, turn)
+
+    async def withdraw(self) -> None:
+        """The user went on (or the turn ended otherwise): a held reply is discarded."""
+        if self.speculative is None:
+            return
+        async with self.control_lock:
+            held, self.speculative = self.speculative, None
+            if held is not None:
+                await self._discard(held)
+
+    def _may_speculate(self) -> bool:
+        now = self._clock()
+        while self._discarded and self._discarded[0] < now - 60:
+            self._discarded.popleft()
+        return (
+            self.config.preemptive_generation
+            and not self._closed()
+            and self.refused is None
+            and not self.config.prefetch_tool  # that tool runs before the LLM: only at the end
+            and len(self._discarded) < SPECULATIONS_DISCARDED_PER_MINUTE
+        )
+
+    def _context(self) -> str:
+        """What a reply is asked on besides the user's last words (instructions, variables,
+        history): a held reply is released only if this has not changed meanwhile."""
+        return json.dumps([self.config.instructions, self._variables, self._history], default=str)
+
+    def _releasable(self, held: Turn, text: str, source: str) -> bool:
+        return (
+            source == "speech"
+            and held.user_text is not None
+            and _WORD.findall(held.user_text.lower()) == _WORD.findall(text.lower())
+            and not held.held_failed
+            and held.task is not None
+            and not held.task.done()
+            and held.context == self._context()
+        )
+
+    async def _discard(self, held: Turn) -> None:
+        """Stop a held reply (its LLM stream and TTS): nothing of it was sent or kept."""
+        self._discarded.append(self._clock())
+        held.interrupted = held.finished = True
+        await _stop(held.task, held.speech_task)
+
+    async def _release(
+        self,
+        turn: Turn,
+        text: str,
+        at: float,
+        speech_end_at: float | None,
+        endpoint_at: float | None,
+    ) -> None:
+        """The turn ended with the held reply's words: it becomes the turn (caller holds
+        the control lock, ``ids`` counted), what it wrote goes out, then its audio."""
+        metrics = turn.metrics
+        assert metrics is not None
+        turn.id = metrics.turn_id = self.ids
+        metrics.input_at, metrics.speech_end_at, metrics.endpoint_at = (
+            at, speech_end_at, endpoint_at
+        )  # fmt: skip
+        self._history.append({"role": "user", "content": text})
+        turn.user_text = None
+        self.current = turn
+        held, turn.held_text = turn.held_text, None  # from here on its text goes out as it comes
+        events: list[ServerEvent] = [TurnEvent(text=text), ThinkingEvent()]
+        if held:
+            events.append(ChatDeltaEvent(text=held))
+            self.filler_said_last = self.filler_said_last and not held.strip()
+        await self._emit(*events)
+        turn.live.set()
 
     async def greet(self, greeting: str) -> None:
         turn = Turn(id=GREETING_TURN, metrics=None)
@@ -170,16 +282,26 @@ class Turns:
         try:
             await self._converse(turn)
         except ProviderError as exc:
+            if not turn.live.is_set():  # a held reply failed: the turn will run afresh
+                await self._held_failed(turn)
+                return
             await self._handle_error(exc.code, str(exc))
             await self._abandon(turn)  # its metrics are the turn's last event
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log_failure(self.config.session_id, "a turn", exc)
+            if not turn.live.is_set():
+                await self._held_failed(turn)
+                return
             await self._handle_error(ErrorCode.INTERNAL, "internal error")
             await self._abandon(turn)
         else:
             await self._finish_turn(turn, "completed")
+
+    async def _held_failed(self, turn: Turn) -> None:
+        turn.held_failed = True
+        await _stop(turn.speech_task)
 
     async def _abandon(self, turn: Turn) -> None:
         await _stop(turn.speech_task)
@@ -198,8 +320,9 @@ class Turns:
         for round_no in range(1, steps + 1):
             turn.round = round_no
             last = round_no == steps
-            messages = self._llm_messages(exhausted=last and round_no > 1 and bool(specs))
+            messages = self._llm_messages(turn, exhausted=last and round_no > 1 and bool(specs))
             text, calls = await self._stream_round(turn, messages, [] if last else specs)
+            await turn.live.wait()  # a held reply runs no tool and keeps nothing until then
             if calls and not last:
                 await self._run_tools(turn, text, calls)
                 continue
@@ -249,10 +372,13 @@ class Turns:
         if self.speaks:
             self._speech.say(turn, turn.text)
 
-    def _llm_messages(self, *, exhausted: bool) -> list[dict[str, Any]]:
+    def _llm_messages(self, turn: Turn, *, exhausted: bool) -> list[dict[str, Any]]:
         instructions = render_template(self.config.instructions, self._variables)
         system = [{"role": "system", "content": instructions}] if instructions.strip() else []
-        messages = fit_history(system, self._history, self.config.llm_request_max_bytes)
+        history = self._history
+        if turn.user_text is not None:  # a held reply: the words it answers are not in yet
+            history = [*history, {"role": "user", "content": turn.user_text}]
+        messages = fit_history(system, history, self.config.llm_request_max_bytes)
         if exhausted:
             messages.append({"role": "system", "content": TOOLS_EXHAUSTED_NOTE})
         return messages
@@ -319,11 +445,14 @@ class Turns:
             text = " " + text  # rounds of one turn read as one reply
         turn.round_text += text
         turn.text += text
-        if text.strip():
+        if text.strip() and turn.live.is_set():
             self.filler_said_last = False
         for sentence in splitter.push(text) if splitter else ():
             self._speech.say(turn, sentence)
-        await self._emit(ChatDeltaEvent(text=text))
+        if turn.held_text is not None:  # a held reply: sent when it is released
+            turn.held_text += text
+        else:
+            await self._emit(ChatDeltaEvent(text=text))
 
     async def _finish_turn(
         self, turn: Turn, outcome: Literal["completed", "cancelled", "failed"]

@@ -15,6 +15,7 @@ from asgiref.sync import sync_to_async
 from engine.providers.audio import float_to_pcm16, pcm16_to_float, resample
 from engine.providers.base import (
     FinalTranscript,
+    LikelyEndOfTurn,
     PartialTranscript,
     ProviderError,
     SpeechStarted,
@@ -452,9 +453,11 @@ async def test_a_partial_decoded_after_its_turn_ended_is_never_shown(
             break
     await stream.aclose()
     await reader
-    assert [type(event) for event in events] == [SpeechStarted, FinalTranscript]
-    final = events[-1]
+    # The pause's final was said ahead (``LikelyEndOfTurn``) with the final's own words.
+    assert [type(event) for event in events] == [SpeechStarted, LikelyEndOfTurn, FinalTranscript]
+    likely, final = events[1:]
     assert isinstance(final, FinalTranscript) and final.text == RIGHT
+    assert isinstance(likely, LikelyEndOfTurn) and likely.text == RIGHT
 
 
 def test_how_the_words_read_finished_open_or_trailing() -> None:

@@ -57,6 +57,7 @@ from engine.providers.base import (
     STT,
     Capabilities,
     FinalTranscript,
+    LikelyEndOfTurn,
     PartialTranscript,
     ProviderError,
     SpeechStarted,
@@ -471,6 +472,22 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
 
 
+def _surer(decoded: Decoded, partial: _Partial | None, voice_end: int) -> Decoded:
+    """A pause's speculative final ``decoded``, or the partial the user saw when the two
+    disagree and the partial heard every word (all the speech, ``voice_end`` bytes, or as
+    many words) and the decoder was surer of it ("…capital of France?" shown, "…capital
+    I'm France?" decoded). A partial that heard less cannot be the final; the speech is not
+    decoded again to check the final against it: that decode (the full window) kept users
+    of bench/voice_to_voice.py's names and numbers waiting 0.4-2.4 s after the end of the
+    turn, and on them it made no word right that the speculative final had wrong."""
+    if partial is None or _words(partial.decoded.text) == _words(decoded.text):
+        return decoded
+    heard_all = partial.heard_bytes >= voice_end
+    if heard_all or len(_words(partial.decoded.text)) == len(_words(decoded.text)):
+        return partial.decoded if partial.decoded.score > decoded.score else decoded
+    return decoded
+
+
 @dataclasses.dataclass(eq=False)
 class _Pause:
     """The first short pause of an utterance: its speculative final and the model's verdict."""
@@ -481,6 +498,7 @@ class _Pause:
     asked: set[int] = dataclasses.field(default_factory=set)  # checks that asked again
     text: str = ""  # the speculative final, once the first verdict read it
     stale: bool = False  # the user spoke again: nothing of this pause counts
+    announced: bool = False  # its final was said ahead (``LikelyEndOfTurn``)
 
 
 class LocalSTTStream(STTStream):
@@ -573,6 +591,8 @@ class LocalSTTStream(STTStream):
     def _on_voice(self, now: float) -> None:
         if self._pause is not None:  # the user goes on: that pause was not the end
             self._pause.stale = True
+            if self._pause.announced:  # withdraws the likely end of turn
+                self._events.put_nowait(SpeechStarted())
             self._pause = None
         self._voiced_ms += WINDOW_MS
         self._silence_ms = 0
@@ -624,7 +644,22 @@ class LocalSTTStream(STTStream):
         pause = _Pause()
         pause.decode = self._track(self._final(samples, lambda: pause.stale))
         self._pause = pause
+        self._track(self._announce(pause, self._last_partial, self._voice_end))
         self._ask(pause, samples)
+
+    async def _announce(self, pause: _Pause, partial: _Partial | None, voice_end: int) -> None:
+        """Say the pause's final ahead (``LikelyEndOfTurn``: the words the turn ends with if
+        it ends in this pause) as soon as it is decoded, unless the user spoke again or the
+        turn already ended meanwhile (its final follows at once then)."""
+        assert pause.decode is not None
+        try:
+            decoded = await asyncio.shield(pause.decode)
+        except Exception:  # reported once, by whoever delivers the final
+            return
+        text = _surer(decoded, partial, voice_end).text
+        if text and self._pause is pause and not pause.stale and not self._closed:
+            pause.announced = True
+            self._events.put_nowait(LikelyEndOfTurn(text))
 
     def _ask(self, pause: _Pause, samples: np.ndarray) -> None:
         if self._judge_turns:
@@ -659,7 +694,7 @@ class LocalSTTStream(STTStream):
         if pause is not None and pause.decode is not None:
             # Nobody spoke since the pause began: its decode is this turn's final, unless
             # the partial the user saw was surer (see ``_surer``).
-            surer = self._surer(pause.decode, self._last_partial, self._voice_end)
+            surer = self._surer_final(pause.decode, self._last_partial, self._voice_end)
             self._track(self._deliver(final, self._track(surer)))
             return
         trailing = max(0, self._silence_ms - _KEPT_TRAILING_SILENCE_MS)
@@ -685,23 +720,11 @@ class LocalSTTStream(STTStream):
         if text and not self._closed:
             self._events.put_nowait(dataclasses.replace(final, text=text))
 
-    async def _surer(
+    async def _surer_final(
         self, speculative: asyncio.Task[Decoded], partial: _Partial | None, voice_end: int
     ) -> Decoded:
-        """The speculative final, or the partial the user saw when the two disagree and the
-        partial heard every word (all the speech, or as many words) and the decoder was
-        surer of it ("…capital of France?" shown, "…capital I'm France?" decoded). A
-        partial that heard less cannot be the final; the speech is not decoded again to
-        check the final against it: that decode (the full window) kept users of
-        bench/voice_to_voice.py's names and numbers waiting 0.4-2.4 s after the end of the
-        turn, and on them it made no word right that the speculative final had wrong."""
-        decoded = await self._decoded(speculative)
-        if partial is None or _words(partial.decoded.text) == _words(decoded.text):
-            return decoded
-        heard_all = partial.heard_bytes >= voice_end
-        if heard_all or len(_words(partial.decoded.text)) == len(_words(decoded.text)):
-            return partial.decoded if partial.decoded.score > decoded.score else decoded
-        return decoded
+        """The pause's final: see ``_surer``."""
+        return _surer(await self._decoded(speculative), partial, voice_end)
 
     async def _partial(
         self, utterance_id: int, decode: asyncio.Future[Decoded], heard_bytes: int
