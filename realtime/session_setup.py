@@ -374,6 +374,7 @@ def session_plan_build(
         mode=mode,
         audio_ready=configure.audio_ready,
         barge_in_min_words=settings.BARGE_IN_MIN_WORDS,
+        preemptive_generation=agent.preemptive_generation if agent is not None else True,
         variables={**(configure.variables or {}), **locked},
         tools=_tools(agent, configure.tools),
         vocabulary=list(pick("vocabulary", agent.vocabulary if agent else [])),

@@ -47,7 +47,7 @@ class AgentOutput(serializers.ModelSerializer):  # type: ignore[type-arg]
             "llm_provider", "stt_provider", "tts_provider", "vocabulary", "empty_reply",
             "language", "idle_timeout_s", "max_session_s", "llm_fallbacks", "tts_fallbacks",
             "tools", "zero_retention", "record_audio", "analysis", "tool_filler",
-            "tool_filler_after_ms",
+            "tool_filler_after_ms", "preemptive_generation",
             "knowledge_timeout_ms", "drafts", "require_tests", "published_version", "created_at",
             "updated_at",
         ]  # fmt: skip
@@ -176,6 +176,12 @@ class AgentInput(StrictSerializer):
         required=False,
         help_text="Record both sides of its sessions' audio, encrypted (never under zero "
         "retention); part of the version.",
+    )
+    preemptive_generation = serializers.BooleanField(
+        required=False,
+        help_text="Start the reply, held back, when the user has probably finished speaking, "
+        "and send it at once if they have (faster; spends LLM tokens on pauses that were not "
+        "the end). Default on; part of the version.",
     )
     analysis = serializers.JSONField(
         required=False,

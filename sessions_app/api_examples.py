@@ -60,6 +60,7 @@ _AGENT: dict[str, Any] = {
     "tts_fallbacks": [],
     "zero_retention": False,
     "record_audio": False,
+    "preemptive_generation": True,
     "tools": [
         {**_TRACK_ORDER, "client": False, "handler_sha256": "3f1c…9a0e", "reads_secrets": True},
         _SHOW_ORDER,

@@ -74,6 +74,10 @@ class Agent(models.Model):
     # Record both sides of its sessions' audio (docs/privacy.md, "Recordings"); never under
     # zero retention.
     record_audio = models.BooleanField(default=False)
+    # Preemptive generation (docs/speech.md): the reply starts, held back, when the user has
+    # probably finished, and goes out at once if they have; it spends LLM tokens on pauses
+    # that were not the end (counted in usage).
+    preemptive_generation = models.BooleanField(default=True)
     # Post-call analysis (docs/analysis.md): {"summary": bool, "criteria": [{name,
     # description}], "fields": [{name, type, description}]}; empty: none.
     analysis = models.JSONField(default=dict, blank=True)

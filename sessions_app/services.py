@@ -56,6 +56,7 @@ AGENT_FIELDS = (
     "language",
     "idle_timeout_s", "max_session_s", "llm_fallbacks", "tts_fallbacks", "zero_retention",
     "analysis", "tool_filler", "tool_filler_after_ms", "knowledge_timeout_ms", "record_audio",
+    "preemptive_generation",
 )  # fmt: skip
 # How saves reach sessions (docs/versions.md), settable beside the fields above.
 VERSIONING_FIELDS = ("drafts", "require_tests")

@@ -33,7 +33,7 @@ VERSIONED_FIELDS = (
     "name", "instructions", "greeting", "voice", "mode", "llm_model", "llm_provider",
     "stt_provider", "tts_provider", "llm_fallbacks", "tts_fallbacks", "tools", "vocabulary",
     "empty_reply", "idle_timeout_s", "max_session_s", "knowledge_mode", "knowledge_timeout_ms",
-    "tool_filler", "tool_filler_after_ms", "language", "record_audio",
+    "tool_filler", "tool_filler_after_ms", "language", "record_audio", "preemptive_generation",
 )  # fmt: skip
 NOTE_MAX = 200
 

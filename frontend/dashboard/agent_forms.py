@@ -266,6 +266,14 @@ class AgentForm(forms.Form):
         help_text="Keep both sides of each session's audio, encrypted, playable on its page "
         "(never under zero retention). Part of the published version.",
     )
+    preemptive_generation = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Preemptive generation",
+        help_text="Start the reply, held back, as soon as the caller has probably finished, "
+        "and send it at once if they have: answers sooner, at the price of LLM tokens spent "
+        "on pauses that were not the end (counted in usage). Part of the published version.",
+    )
     analysis = AnalysisField(
         required=False,
         label="Post-call analysis",
