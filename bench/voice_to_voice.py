@@ -12,7 +12,15 @@ and Piper answering. The end-of-turn rules run on the same recordings in the sam
 - ``smart``: the rule before the graded one (the first 160 ms pause starts the final decode
   and the smart-turn model; the turn ends when the model is sure, p >= 0.8, AND the decoded
   words end a sentence; both are asked again at 480 ms, either is enough; then 1 s);
-- ``graded``: the defaults (``Endpointing``; docs/speech.md, "End of turn, offline").
+- ``graded``: the defaults (``Endpointing``; docs/speech.md, "End of turn, offline");
+- ``graded-wait``: the same, without preemptive generation (the reply starts at the final,
+  not ahead at the recogniser's likely end of turn: docs/speech.md), as before it existed.
+
+Every mode but ``graded-wait`` has the session's default, preemptive generation on.
+``--llm-delay-ms``: the scripted LLM takes this long to its first token (a cloud model's
+time; 0: instant). Per mode: final transcript -> first audio, how many replies were started
+ahead and released, and LLM requests per answered turn (above 1: replies started ahead and
+discarded, the user having gone on after a pause).
 
 The last word is the recording's own (the frame holding its last sample louder than
 -40 dBFS was pushed), not the voice-activity detector's guess. Per stage (p50/p90): the
@@ -41,7 +49,7 @@ A measurement, not a test.
 
     .venv/bin/python bench/voice_to_voice.py [--set heldout|tuning] [--kinds names,numbers]
         [--voices espeak-ng,piper] [--frames 20,40] [--modes fixed,smart,graded] [--quick]
-        [--replay] [--json out.json]
+        [--replay] [--llm-delay-ms 300] [--json out.json]
 """
 
 from __future__ import annotations
@@ -75,7 +83,7 @@ from engine.providers.stt.local.adapter import Check, Endpointing, LocalSTT
 from engine.providers.tts.local import adapter as tts_local
 from engine.providers.tts.local.adapter import LocalTTS
 from engine.session import SessionConfig, TurnMetrics, VoiceSession
-from tests.engine.providers.fake import FakeLLM, FakeToolRunner
+from tests.engine.providers.fake import Delay, FakeLLM, FakeToolRunner
 from tests.speech import SPEECH_FLOOR, trimmed
 
 RATE = 16_000
@@ -292,7 +300,12 @@ MODES = {
     "fixed": Endpointing(turn_model=False, check_silence_ms=600, end_silence_ms=600),
     "smart": Endpointing(checks=SMART, open_words=frozenset()),
     "graded": Endpointing(),
+    "graded-wait": Endpointing(),  # graded, the reply not started ahead (see below)
 }
+# Modes whose session does not start the reply ahead at the recogniser's likely end of turn
+# (``SessionConfig.preemptive_generation``, on by default): it starts at the final.
+WAITING = {"graded-wait"}
+LLM_DELAY_S = 0.0  # --llm-delay-ms: the scripted LLM's time to its first token
 
 _HELD = {*(s for sentences in HELD_OUT.values() for s in sentences)}
 _HELD |= {f"{first} {second}" for first, second in PAUSED}
@@ -384,7 +397,7 @@ def recording(*parts: np.ndarray) -> bytes:
 
 
 async def converse(
-    pcm: bytes, rules: Endpointing, frame_ms: int, *, whole: bool = True
+    pcm: bytes, rules: Endpointing, frame_ms: int, *, whole: bool = True, preemptive: bool = True
 ) -> dict[str, Any]:
     """Feed ``pcm`` in real time to a new session, in ``frame_ms`` frames; its turns,
     finals and first audio. For a ``whole`` utterance feeding stops once a turn answered
@@ -399,11 +412,16 @@ async def converse(
     async def send_audio(chunk: bytes) -> None:
         return None
 
+    llm = FakeLLM(script=[[Delay(LLM_DELAY_S), REPLY] if LLM_DELAY_S else [REPLY]] * 100)
     session = VoiceSession(
         config=SessionConfig(
-            session_id="bench", resume_token="-", workspace_id=1, llm_name="bench"
+            session_id="bench",
+            resume_token="-",
+            workspace_id=1,
+            llm_name="bench",
+            preemptive_generation=preemptive,
         ),
-        llm=FakeLLM(script=[[REPLY]] * 4),
+        llm=llm,
         tool_runner=FakeToolRunner(),
         emit=emit,
         send_audio=send_audio,
@@ -434,7 +452,12 @@ async def converse(
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.2)  # a second turn that was cut off arrives too
     await session.close()
-    return {"metrics": metrics, "finals": finals, "last_word_at": last_word_at}
+    return {
+        "metrics": metrics,
+        "finals": finals,
+        "last_word_at": last_word_at,
+        "llm_requests": len(llm.requests),
+    }
 
 
 async def replay(
@@ -487,6 +510,9 @@ def turn_figures(result: dict[str, Any]) -> dict[str, float | None]:
         "end_of_utterance_ms": last.end_of_utterance_ms,
         "stt_final_ms": last.stt_final_ms,
         "tts_first_byte_ms": last.tts_first_byte_ms,
+        "final_to_audio_ms": last.input_to_first_audio_ms,
+        # The reply was started ahead, at the likely end of turn, and released at the final.
+        "preempted": last.llm_request_at is not None and last.llm_request_at < last.input_at,
     }
 
 
@@ -511,6 +537,7 @@ STAGES = (
     "end_of_utterance_ms",
     "stt_final_ms",
     "tts_first_byte_ms",
+    "final_to_audio_ms",
 )
 
 
@@ -542,6 +569,7 @@ def whole_row(
             "sentence": sentence, "heard": heard, "turns": len(result["finals"]),
             "words": len(reference), "errors": edit_distance(reference, normalise(heard)),
             "load_1m": round(os.getloadavg()[0], 2), "end_of_turn_ms": result.get("end_ms"),
+            "llm_requests": result.get("llm_requests"),
             **(turn_figures(result) if "metrics" in result else {})}  # fmt: skip
 
 
@@ -555,12 +583,14 @@ async def measure(
     for frame_ms in frames:
         for key, pcm in recordings["whole"].items():
             for mode in modes:
-                result = await run(pcm, MODES[mode], frame_ms)
+                result = await run(pcm, MODES[mode], frame_ms, **_session(mode, replayed))
                 out[mode]["rows"].append(whole_row(mode, key, frame_ms, result))
                 progress(out[mode]["rows"][-1])
         for (voice, wpm, sentence), pcm in recordings["paused"].items():
             for mode in modes:
-                result = await run(pcm, MODES[mode], frame_ms, whole=False)
+                result = await run(
+                    pcm, MODES[mode], frame_ms, whole=False, **_session(mode, replayed)
+                )
                 out[mode]["paused"].append(
                     {
                         "voice": voice,
@@ -568,10 +598,15 @@ async def measure(
                         "frame_ms": frame_ms,
                         "sentence": sentence,
                         "turns": result.get("turns", len(result["finals"])),
+                        "llm_requests": result.get("llm_requests"),
                         "heard": result["finals"],
                     }
                 )
     return out
+
+
+def _session(mode: str, replayed: bool) -> dict[str, Any]:
+    return {} if replayed else {"preemptive": mode not in WAITING}
 
 
 def progress(row: dict[str, Any]) -> None:
@@ -592,12 +627,22 @@ def report(mode: str, rows: list[dict[str, Any]], paused: list[dict[str, Any]]) 
             for voice in sorted({c["voice"] for c in paused})
         },
         "load_1m_during": [min(loads), max(loads)] if loads else None,
+        "preempted_turns": sum(1 for row in rows if row.get("preempted")),
+        # LLM requests per turn the user heard answered, paused recordings included: above
+        # 1, replies started ahead and discarded (the user went on after a pause).
+        "llm_requests_per_turn": _per_turn(rows + paused),
         "by_kind": groups(rows, "kind"),
         "by_voice_frame": groups(rows, "voice", "frame_ms"),
         "by_kind_voice_frame": groups(rows, "kind", "voice", "frame_ms"),
         "rows": rows,
         "paused": paused,
     }
+
+
+def _per_turn(rows: list[dict[str, Any]]) -> float | None:
+    asked = [row for row in rows if row.get("llm_requests") is not None]
+    turns = sum(row["turns"] for row in asked)
+    return round(sum(row["llm_requests"] for row in asked) / turns, 2) if turns else None
 
 
 def chosen(everything: Iterable[Any], count: int) -> list[Any]:
@@ -631,7 +676,7 @@ async def main(
 ) -> dict[str, Any]:  # fmt: skip
     recordings = await record(voices, chosen_set, kinds, count)
     warm = recordings["whole"][next(iter(recordings["whole"]))]
-    await converse(warm, MODES[modes[-1]], frames[0])
+    await converse(warm, MODES[modes[-1]], frames[0], preemptive=modes[-1] not in WAITING)
     load_before = [round(x, 2) for x in os.getloadavg()]
     started = time.monotonic()
     measured = await measure(modes, recordings, frames, replayed=replayed)
@@ -648,6 +693,7 @@ async def main(
         "frames_ms": frames,
         "kinds": kinds,
         "reply": REPLY,
+        "llm_delay_ms": round(LLM_DELAY_S * 1000),
         "modes": {mode: report(mode, **measured[mode]) for mode in modes},
     }
 
@@ -670,6 +716,14 @@ def table(result: dict[str, Any]) -> str:
             f"{figures['wer_pct']:>9}{figures['false_cuts']:>7}/{figures['paused_recordings']:<6}"
             f"{figures['load_1m_during']}"
         )
+    for mode, figures in result["modes"].items():
+        if not result["replay"]:
+            lines.append(
+                f"{mode}: final -> first audio {_ms(figures, 'final_to_audio_ms')}/"
+                f"{_ms(figures, 'final_to_audio_ms', 'p90')} ms; {figures['preempted_turns']}/"
+                f"{len(figures['rows'])} replies started ahead; "
+                f"{figures['llm_requests_per_turn']} LLM requests a turn"
+            )
     groups_of = ("by_kind", "by_voice_frame")
     for group in groups_of:
         lines.append("")
@@ -704,7 +758,14 @@ if __name__ == "__main__":
         help="the decision alone, in the recording's time, the models taking no time",
     )
     parser.add_argument("--json", type=Path, help="also write the JSON here")
+    parser.add_argument(
+        "--llm-delay-ms",
+        type=float,
+        default=0.0,
+        help="the scripted LLM's time to its first token (0: instant)",
+    )
     args = parser.parse_args()
+    LLM_DELAY_S = args.llm_delay_ms / 1000
     voices = _listed(args.voices)
     if "espeak-ng" in voices and shutil.which("espeak-ng") is None:
         sys.exit("espeak-ng is needed (apt-get install espeak-ng), or --voices piper")
