@@ -114,6 +114,7 @@ class Turns:
     ) -> None:
         refusal = await self._guard.turn()
         if refusal is not None:  # the running turn goes on undisturbed
+            await self.withdraw()
             await self._handle_error(ErrorCode.RATE_LIMITED, refusal)
             return
         async with self.control_lock:

@@ -603,3 +603,42 @@ def test_an_offline_model_loads_once_and_a_failure_says_what_to_install() -> Non
     assert calls == ["load"]  # tried once, remembered (for a while: test_model_loading.py)
     audio._MODELS.remove(model)  # a failed model would fail /healthz in the next tests
     audio._MODELS.remove(loaded)
+
+
+async def test_a_pause_says_its_final_ahead_and_speaking_again_withdraws_it(
+    phrase_16k: bytes, verdict: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Words that trail off and a model that doubts them: a 400 ms pause does not end the
+    # turn, but each pause says its final ahead (``LikelyEndOfTurn``, for preemptive
+    # generation) as soon as it is decoded; the user speaking again withdraws it.
+    verdict[0] = 0.0
+    trailing = "What is the capital of..."
+    monkeypatch.setattr(stt_local, "transcribe", lambda *args, **kwargs: Decoded(trailing, -0.1))
+    monkeypatch.setattr(
+        stt_local, "transcribe_partial", lambda *args, **kwargs: Decoded(trailing, -0.1)
+    )
+    stream = await LocalSTT().open(sample_rate=16_000)
+    events: list[STTEvent] = []
+
+    async def collect() -> None:
+        async for event in stream.events():
+            events.append(event)
+
+    reader = asyncio.create_task(collect())
+    audio = silence(300) + phrase_16k + silence(400) + phrase_16k + silence(1200)
+    for start in range(0, len(audio), FRAME):
+        await stream.push_audio(audio[start : start + FRAME])
+        await asyncio.sleep(0.005)
+    for _ in range(200):
+        if any(isinstance(event, FinalTranscript) for event in events):
+            break
+        await asyncio.sleep(0.05)
+    await stream.aclose()
+    await reader
+    kinds = [type(e) for e in events if not isinstance(e, PartialTranscript)]
+    assert kinds == [
+        SpeechStarted, LikelyEndOfTurn, SpeechStarted, LikelyEndOfTurn, FinalTranscript
+    ]  # fmt: skip
+    assert {e.text for e in events if isinstance(e, LikelyEndOfTurn | FinalTranscript)} == {
+        trailing
+    }
