@@ -15,9 +15,10 @@ what it needs (the config, a provider, the usage meter, and callables to emit, r
 errors, spawn tasks and read the clock) rather than the whole session:
 ``speech.SpeechOutput`` (speech out, what the user heard), ``speech_in.SpeechInput`` (the
 recogniser, barge-in), ``tools.ToolCalls`` (tool calls), ``turns.Turns`` (the turn
-lifecycle, interruption; it holds the current turn) and ``resumable.Relocation`` (snapshot and
-restore, settling before a handover). ``state`` has the turn's dataclasses, ``config``
-what a session is given.
+lifecycle, interruption; it holds the current turn, and the reply started ahead at a likely
+end of turn, held back until the turn ends: preemptive generation) and
+``resumable.Relocation`` (snapshot and restore, settling before a handover). ``state`` has
+the turn's dataclasses, ``config`` what a session is given.
 """
 
 from __future__ import annotations

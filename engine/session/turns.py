@@ -3,6 +3,12 @@
 Each assistant turn is one task that an interruption cancels. A turn streams its rounds
 into history as they close; ``interrupt`` cuts the open one down to what the user got.
 
+Preemptive generation: at the recogniser's likely end of turn (``speculate``) a turn starts
+held back (``Turn.live`` unset): its first LLM round streams and its sentences are
+synthesized, but what it writes is kept (``held_text``), its audio waits to be sent, and it
+waits before running tools or touching history. ``begin`` releases it when the turn ends
+with its words and nothing it was asked on changed; otherwise it is cancelled unseen.
+
 ``Turns`` is owned by the session and given what a turn needs: the config, the LLM, the
 guard, the usage meter, the ``SpeechOutput`` and ``ToolCalls`` collaborators, the
 conversation (history and variables, which the session keeps and restores in place), and

@@ -28,6 +28,7 @@ from engine.providers.stt.local.adapter import (
     Decoded,
     Endpointing,
     LocalSTT,
+    LocalSTTStream,
     ends_sentence,
     reading,
 )
@@ -178,6 +179,28 @@ def verdict(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr(stt_local_turn, "predict", predict)
     return answer
+
+
+def collecting(stream: LocalSTTStream, events: list[STTEvent]) -> asyncio.Task[None]:
+    """A task that appends ``stream``'s events to ``events``."""
+
+    async def collect() -> None:
+        async for event in stream.events():
+            events.append(event)
+
+    return asyncio.create_task(collect())
+
+
+async def fed_until_final(stream: LocalSTTStream, audio: bytes, events: list[STTEvent]) -> None:
+    """``audio`` fed a frame every 4 ms (the loop runs between frames, as with a live
+    microphone), then up to 20 s for a final among ``events``."""
+    for start in range(0, len(audio), FRAME):
+        await stream.push_audio(audio[start : start + FRAME])
+        await asyncio.sleep(0.004)
+    for _ in range(400):
+        if any(isinstance(event, FinalTranscript) for event in events):
+            break
+        await asyncio.sleep(0.05)
 
 
 def whisper_writes(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
@@ -429,21 +452,9 @@ async def test_a_partial_decoded_after_its_turn_ended_is_never_shown(
     monkeypatch.setattr(stt_local, "transcribe_partial", slow_partial)
     stream = await LocalSTT().open(sample_rate=16_000)
     events: list[STTEvent] = []
-
-    async def collect() -> None:
-        async for event in stream.events():
-            events.append(event)
-
-    reader = asyncio.create_task(collect())
+    reader = collecting(stream, events)
     try:
-        audio = silence(300) + phrase_16k + silence(600)
-        for start in range(0, len(audio), FRAME):
-            await stream.push_audio(audio[start : start + FRAME])
-            await asyncio.sleep(0.004)
-        for _ in range(400):
-            if any(isinstance(event, FinalTranscript) for event in events):
-                break
-            await asyncio.sleep(0.05)
+        await fed_until_final(stream, silence(300) + phrase_16k + silence(600), events)
         assert decoding.is_set()  # a partial was under way when the turn ended
     finally:
         release.set()
@@ -619,20 +630,9 @@ async def test_a_pause_says_its_final_ahead_and_speaking_again_withdraws_it(
     )
     stream = await LocalSTT().open(sample_rate=16_000)
     events: list[STTEvent] = []
-
-    async def collect() -> None:
-        async for event in stream.events():
-            events.append(event)
-
-    reader = asyncio.create_task(collect())
+    reader = collecting(stream, events)
     audio = silence(300) + phrase_16k + silence(400) + phrase_16k + silence(1200)
-    for start in range(0, len(audio), FRAME):
-        await stream.push_audio(audio[start : start + FRAME])
-        await asyncio.sleep(0.005)
-    for _ in range(200):
-        if any(isinstance(event, FinalTranscript) for event in events):
-            break
-        await asyncio.sleep(0.05)
+    await fed_until_final(stream, audio, events)
     await stream.aclose()
     await reader
     kinds = [type(e) for e in events if not isinstance(e, PartialTranscript)]

@@ -12,7 +12,9 @@ kept); while the user speaks, the utterance so far is decoded now and then for a
 transcript (a shorter window), when no decode (a final first of all) is under way in the
 process. At the first short pause
 (``check_silence_ms``) two things start at once: the final decode of the utterance so far
-(speculative: dropped if the user speaks again) and the smart-turn model
+(speculative: dropped if the user speaks again; once decoded it is said ahead,
+``LikelyEndOfTurn``, for the session's preemptive generation, and ``SpeechStarted`` says
+the user went on) and the smart-turn model
 (``stt_local_turn``), which judges from the audio whether the user has finished. Then
 graded checks (``Endpointing.checks``, ``turn_over``) decide as the silence grows: each
 sets a bar for the model's probability by how the decoded words read (a finished sentence,
