@@ -9,6 +9,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import pytest
+from rest_framework.test import APIClient
+
 from engine.providers.base import (
     FinalTranscript,
     LikelyEndOfTurn,
@@ -20,7 +23,9 @@ from engine.providers.base import (
 from engine.session import ToolDefinition
 from engine.session.turns import SPECULATIONS_DISCARDED_PER_MINUTE
 from tests.engine.providers.fake import Delay, FakeLLM, FakeToolRunner, FakeTTS, tool_call
+from tests.factories import Tenant
 from tests.sessions_app.harness import Harness, started, until
+from tests.sessions_app.test_tool_settings import _config as session_config
 
 WEATHER = ToolDefinition(name="get_weather", handler="async () => ({temp: 21})")
 LLM_S, TTS_S = 0.4, 0.3  # the reply's LLM time to first token and TTS first byte
@@ -208,3 +213,15 @@ async def test_a_held_reply_that_fails_is_not_said_and_the_turn_runs_afresh(
     spoken(harness, FinalTranscript("What time is it"))
     await harness.wait_for("tts_done")
     assert "error" not in harness.types and harness.of_type("chat")[0]["text"] == "Noon."
+
+
+@pytest.mark.django_db
+def test_the_agent_setting_is_on_by_default_and_reaches_the_session(
+    owner: Tenant, owner_api: APIClient
+) -> None:
+    response = owner_api.post("/api/v1/agents", {"name": "Desk", "slug": "desk"}, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["preemptive_generation"] is True
+    assert session_config(owner, "desk").preemptive_generation is True
+    owner_api.patch("/api/v1/agents/desk", {"preemptive_generation": False}, format="json")
+    assert session_config(owner, "desk").preemptive_generation is False

@@ -337,6 +337,7 @@ def test_the_blank_editor_works_without_javascript(owner: Tenant, owner_client: 
     assert owner_client.post(page(owner, "agent-new"), form).status_code == 302
     agent = selectors.agent_get(workspace=owner.workspace, slug="support")
     assert agent.tools == [] and agent.instructions == "Be kind."
+    assert agent.preemptive_generation  # checked on a new agent: the default
 
 
 def test_reserved_and_malformed_slugs_are_refused(owner: Tenant, owner_client: Client) -> None:
