@@ -706,11 +706,11 @@ def table(result: dict[str, Any]) -> str:
     metric = "end_of_turn_ms" if result["replay"] else "voice_to_voice_ms"
     lines = [f"set {result['set']}; load average {result['load_average_before']} before, "
              f"{result['load_average_after']} after ({result['minutes']} min)",
-             f"mode     {metric[:3]} p50/p90   vad release  end-of-utt  stt final  tts 1st byte"
+             f"mode         {metric[:3]} p50/p90   vad release  end-of-utt  stt final  tts 1st byte"
              "   WER %  false cuts   load 1m"]  # fmt: skip
     for mode, figures in result["modes"].items():
         lines.append(
-            f"{mode:<8}{_ms(figures, metric)}/{_ms(figures, metric, 'p90'):<10}"
+            f"{mode:<12}{_ms(figures, metric)}/{_ms(figures, metric, 'p90'):<10}"
             f"{_ms(figures, 'vad_release_ms'):>8}{_ms(figures, 'end_of_utterance_ms'):>12}"
             f"{_ms(figures, 'stt_final_ms'):>11}{_ms(figures, 'tts_first_byte_ms'):>13}"
             f"{figures['wer_pct']:>9}{figures['false_cuts']:>7}/{figures['paused_recordings']:<6}"
@@ -729,14 +729,14 @@ def table(result: dict[str, Any]) -> str:
         lines.append("")
         names = sorted(next(iter(result["modes"].values()))[group])
         lines.append(
-            f"{group[3:]:<22}" + "".join(f"{mode + ' p50/p90':>18}" for mode in result["modes"])
+            f"{group[3:]:<22}" + "".join(f"{mode + ' p50/p90':>20}" for mode in result["modes"])
         )
         for name in names:
             cells = []
             for figures in result["modes"].values():
                 row = figures[group].get(name, {})
                 cells.append(f"{_ms(row, metric)}/{_ms(row, metric, 'p90')}")
-            lines.append(f"{name:<22}" + "".join(f"{cell:>18}" for cell in cells))
+            lines.append(f"{name:<22}" + "".join(f"{cell:>20}" for cell in cells))
     return "\n".join(lines)
 
 
