@@ -66,6 +66,12 @@ DEFINITIONS = {
     "monotonic clock; a ping a second per session, sent right after an audio frame. It is "
     "the web process's responsiveness under load, plus the load generator's own loop lag "
     "(client_loop_lag_ms).",
+    "event_latency_split_ms": "the same pings split at the pong's `ts` (the server's wall clock "
+    "when it stamped the pong, whole ms; client and server share the machine's clock): "
+    "in = ping send -> pong stamped (the load generator's send, the web process's read "
+    "and handling), out = stamped -> pong read (the web process's send, the load "
+    "generator's read). A tail in `in` and not in `out`, with a quiet client loop, is "
+    "the web process's.",
     "frames.dropped": "frames not sent within one frame period (frame_ms) after their "
     "real-time deadline: 'skipped' (already a period late before the send could start; "
     "not sent, as a capture buffer overflows) plus 'late' (sent, but the send finished a "
@@ -80,6 +86,9 @@ DEFINITIONS = {
     "cpu_pct": "CPU time (user+system) over the window / wall time x 100: 100 = one core. "
     "A Celery worker counts its children, recycled ones too. machine_busy: all processes "
     "of the machine (max 100 x cpus). redis_server: the whole Redis server (shared).",
+    "web_waiting_for_cpu_pct": "of the window, the share each web process's main thread "
+    "(its event loop) was runnable but waited for a CPU another task held "
+    "(/proc/<pid>/schedstat): on a shared machine, the time the pinned core was not its own.",
     "rss_mb": "VmRSS; idle: after start-up and one warm-up turn per web process, before the "
     "sessions; mean/max: over the window (one reading a second). A worker sums its "
     "processes (shared pages counted per process).",
@@ -316,6 +325,16 @@ def cpu_pct(first: Reading, last: Reading, pid: int) -> float:
     return round(100 * (last.cpu_s[pid] - first.cpu_s[pid]) / (last.at - first.at), 1)
 
 
+def waiting_for_cpu(w: Window) -> list[float]:
+    first, last = w.marks[0].reading, w.marks[-1].reading
+    elapsed = max(0.001, last.at - first.at)
+    return [
+        round(100 * (last.runqueue_wait_s.get(c.pid, 0) - first.runqueue_wait_s.get(c.pid, 0))
+              / elapsed, 1)
+        for c in w.children if c.role == "web"
+    ]  # fmt: skip
+
+
 def resources_report(w: Window) -> dict[str, Any]:
     first, last = w.marks[0].reading, w.marks[-1].reading
     readings = [m.reading for m in w.marks]
@@ -412,6 +431,10 @@ def run_report(w: Window) -> dict[str, Any]:
         "session_failures": dict(w.failures),
         "setup_ms": percentiles(w.seen.setup_ms),
         "event_latency_ms": percentiles(latency),
+        "event_latency_split_ms": {
+            "in": percentiles(between(w.seen.ping_in_ms, w.start, w.end)),
+            "out": percentiles(between(w.seen.ping_out_ms, w.start, w.end)),
+        },
         "pings": {"sent": counters.pings_sent, "unanswered": counters.pings_sent - len(latency)},
         "frames": frames_report(counters),
         "turns": turns_report(w, counters),
@@ -424,6 +447,7 @@ def run_report(w: Window) -> dict[str, Any]:
             "first_at_shutdown": w.shutdown_problems[:3],
         },
         **resources,
+        "web_waiting_for_cpu_pct": waiting_for_cpu(w),
         "per_session": per_session(w, resources),
         # The web processes' CPU over the window per audio frame the clients sent (the
         # messages that dominate): what a server costs per message.

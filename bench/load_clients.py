@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,12 @@ class Observations:
     counters: Counters = field(default_factory=Counters)
     # (when, value) on the monotonic clock, in seconds and milliseconds
     ping_ms: list[tuple[float, float]] = field(default_factory=list)
+    # The same round trip split at the pong's server time (its ``ts``, wall clock ms, the
+    # machine's one clock): ping send -> the server stamped the pong (the way in and the
+    # server's handling), and that stamp -> the pong read here (the way out and this
+    # process's read). Keyed by the ping's send time, as ``ping_ms``.
+    ping_in_ms: list[tuple[float, float]] = field(default_factory=list)
+    ping_out_ms: list[tuple[float, float]] = field(default_factory=list)
     turn_to_first_delta_ms: list[tuple[float, float]] = field(default_factory=list)
     speech_end_to_audio_ms: list[tuple[float, float]] = field(default_factory=list)
     server_metrics: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
@@ -114,6 +121,7 @@ class ClientSession:
         self._speech_end_at: float | None = None
         self._ready = asyncio.Event()
         self._turn_done = asyncio.Event()
+        self._ping_wall: dict[float, float] = {}  # ping t -> wall-clock ms at its send
 
     async def open(self, *, stream: bool = True) -> ClientConnection:
         loop = asyncio.get_running_loop()
@@ -189,7 +197,9 @@ class ClientSession:
                 self.speech_ended()
             if frame % per_ping == ping_at:
                 counters.pings_sent += 1
-                await ws.send(json.dumps({"type": "ping", "t": round(loop.time() * 1000, 3)}))
+                t = round(loop.time() * 1000, 3)
+                self._ping_wall[t] = time.time() * 1000
+                await ws.send(json.dumps({"type": "ping", "t": t}))
             frame += 1
 
     def speech_ended(self) -> None:
@@ -228,6 +238,11 @@ class ClientSession:
         if kind == "pong" and isinstance(event.get("t"), int | float):
             self.seen.counters.pongs += 1
             self.seen.ping_ms.append((event["t"] / 1000, now * 1000 - event["t"]))
+            sent_wall = self._ping_wall.pop(event["t"], None)
+            if sent_wall is not None and isinstance(event.get("ts"), int):
+                at = event["t"] / 1000
+                self.seen.ping_in_ms.append((at, event["ts"] - sent_wall))
+                self.seen.ping_out_ms.append((at, time.time() * 1000 - event["ts"]))
         elif kind == "turn":
             self._turn_at = now
         elif kind == "chat_delta" and self._turn_at is not None:

@@ -85,6 +85,16 @@ def group_cpu_seconds(leader: int, pids: list[int]) -> float:
     return sum(cpu_seconds(pid, with_reaped_children=pid == leader) for pid in pids)
 
 
+def runqueue_wait_s(pid: int) -> float:
+    """How long the main thread of ``pid`` has waited, runnable, for a CPU (another task
+    held it): /proc/<pid>/schedstat's second field (needs schedstats, as Linux has by
+    default; 0.0 without)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def rss_kb(pid: int) -> int:
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -116,6 +126,8 @@ class Reading:
     redis_memory_mb: dict[str, float] = field(default_factory=dict)
     # The benchmark database's counters (pg_stat_database): commits, rows written.
     postgres: dict[str, int] = field(default_factory=dict)
+    # Each group leader's main thread: seconds it waited, runnable, for a CPU.
+    runqueue_wait_s: dict[int, float] = field(default_factory=dict)
 
 
 def postgres_counters(database_url: str) -> dict[str, int]:
@@ -158,9 +170,11 @@ def take_reading(
         except (redis.RedisError, KeyError):
             redis_cpu = None
     postgres = postgres_counters(database_url) if database_url else {}
+    waits = {leader: runqueue_wait_s(leader) for leader in leaders}
     return Reading(
-        time.monotonic(), cpu, rss, machine_cpu_ticks(), redis_cpu, calls, memory, postgres
-    )
+        time.monotonic(), cpu, rss, machine_cpu_ticks(), redis_cpu, calls, memory, postgres,
+        waits,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- the stack
