@@ -19,6 +19,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from core import backends  # noqa: E402
 from platform_site.body_limit import BodyLimit, refuse_early_in_daphne  # noqa: E402
+from platform_site.collector import freeze_start_up_in_daphne  # noqa: E402
 from platform_site.log_masking import mask_access_log_in_daphne  # noqa: E402
 from platform_site.request_head import bound_request_heads_in_daphne  # noqa: E402
 from platform_site.response_pacing import pace_responses_in_daphne  # noqa: E402
@@ -50,6 +51,7 @@ rfc6455_only_in_daphne()  # WebSocket version 13 only: not autobahn's hybi draft
 send_at_step_end_in_daphne()  # a socket is sent its step's writes at once, not via the reactor
 unmask_cheaply_in_daphne()  # a client's frame is unmasked without a native object per frame
 count_control_frames_in_daphne()  # a client's pings and pongs count as its messages
+freeze_start_up_in_daphne()  # full collections skip start-up's objects: no 100-300 ms pauses
 
 application = ProtocolTypeRouter(
     {
