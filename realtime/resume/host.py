@@ -208,8 +208,11 @@ class SessionHost:
         self._sink: Sink | None = None
         self._sent_seq = 0
         self._send_lock = asyncio.Lock()  # replay and live events go out in seq order
-        self._log: deque[protocol.Stamped] = deque(maxlen=EVENTS_KEPT)
-        self._unwritten: list[protocol.Stamped] = []
+        # The events kept for a resume, as the store keeps them: (seq, JSON). Text, not
+        # the event objects: the collector does not track a tuple of an int and a str,
+        # so up to EVENTS_KEPT events a session add nothing to its full collections.
+        self._log: deque[tuple[int, str]] = deque(maxlen=EVENTS_KEPT)
+        self._unwritten: list[tuple[int, str]] = []
         self._dirty = False
         self._snapshots = SnapshotWriter()
         self._wake = asyncio.Event()
@@ -249,7 +252,7 @@ class SessionHost:
         session's key stops working (epoch), if it was rolled with a grace period."""
         self.session, self._tool_runner = session, tool_runner
         self._key_expires_at = key_expires_at
-        self._log.extend(_typed(events or []))
+        self._log.extend((int(wire["seq"]), json.dumps(wire)) for wire in events or [])
         self._state = "running"
         _hosts[self.session_id] = self
         self._recorder.on_quota_exceeded = self._quota_exceeded
@@ -299,7 +302,7 @@ class SessionHost:
             if previous is not None and previous is not sink:
                 with contextlib.suppress(Exception):
                     await previous.displace()
-            missed = [event for event in self._log if event.seq > last_seq]
+            missed = _typed([json.loads(text) for seq, text in self._log if seq > last_seq])
             if missed and missed[0].seq > last_seq + 1 and last_seq > 0:
                 logger.warning(
                     "session %s: %d events were no longer kept for the resume",
@@ -497,11 +500,7 @@ class SessionHost:
         self._recorder.observe(event.event)
         metrics.observe_event(event.event)
         self._trace.observe(event)
-        logged = event
-        if isinstance(event.event, protocol.ReadyEvent):  # the store never holds its token
-            logged = dataclasses.replace(
-                event, event=dataclasses.replace(event.event, resume_token="")
-            )
+        logged = (event.seq, json.dumps(_stored(event)))  # ASCII JSON (see SnapshotWriter)
         self._log.append(logged)
         self._unwritten.append(logged)
         if isinstance(event.event, STATE_EVENTS):
@@ -556,13 +555,12 @@ class SessionHost:
             snapshot, written = None, False
             try:
                 # Taken at once, in this step of the loop: the snapshot refers to the
-                # session's live history. ASCII JSON (see SnapshotWriter).
+                # session's live history.
                 if dirty and self.session is not None:
                     snapshot = self._snapshots.next(self.session.snapshot())
-                payload = [(e.seq, json.dumps(_stored(e))) for e in events]
                 await self._store.write(
                     self.session_id,
-                    events=payload,
+                    events=events,
                     state=snapshot.state if snapshot else None,
                     grown=snapshot.grown if snapshot else None,
                     ttl=self._ttl(),

@@ -4,6 +4,7 @@ store, and sockets that are lists. No consumer, no channel layer, no database.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -137,6 +138,28 @@ async def test_a_replayed_ready_carries_the_token_the_store_never_holds(
     await host.attach(sink, last_seq=0, resume_token="the-client's-token")
     assert sink.events[0]["type"] == "ready"
     assert sink.events[0]["resumeToken"] == "the-client's-token"
+
+
+async def test_the_events_kept_for_a_resume_cost_the_collector_nothing(
+    make: Callable[..., Any],
+) -> None:
+    """The kept events are text: a full collection, which stops the event loop, walks
+    none of them (issue 28: they were most of the objects it walked)."""
+    host, session, _ = await make()
+    sink = ListSink()
+    await host.attach(sink, last_seq=0, resume_token="secret-token")
+    await session.start()
+    await say(host, sink, "hi", 1)
+    for _ in range(20):
+        await host.handle(protocol.PingMessage(t=1.5))
+    gc.collect()
+    kept = list(host._log)
+    assert len(kept) == len(sink.events) and len(kept) > 20
+    assert not any(gc.is_tracked(entry) for entry in kept)
+    again = ListSink()
+    assert await host.attach(again, last_seq=0, resume_token="secret-token")
+    assert again.events == [{**e, "resumeToken": "secret-token"} if e["type"] == "ready" else e
+                            for e in sink.events]  # fmt: skip
 
 
 async def test_the_store_gets_the_events_and_the_state(make: Callable[..., Any]) -> None:
