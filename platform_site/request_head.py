@@ -70,17 +70,21 @@ def _head_bound(base: type[Any]) -> type[Any]:
             super().allHeadersReceived()
 
         def requestDone(self, request: Any) -> None:
+            # Kept alive: the next head is bounded too. The timer starts before Twisted
+            # reads what was pipelined behind this request, so a head already there
+            # stops it (started after, it cut that request 20 s on, whatever its body).
+            self._await_head(pipelined=sum(len(part) for part in self._dataBuffer))
             super().requestDone(request)
-            if self.transport is not None and not self.transport.disconnecting:
-                self._await_head()  # kept alive: the next head is bounded too
+            if self.transport is None or self.transport.disconnecting:
+                self._stop_head_timer()
 
         def connectionLost(self, reason: Any) -> None:
             self._stop_head_timer()
             super().connectionLost(reason)
 
-        def _await_head(self) -> None:
+        def _await_head(self, pipelined: int = 0) -> None:
             self._stop_head_timer()
-            self._head_bytes = 0
+            self._head_bytes = pipelined
             self._head_timer = self.callLater(settings.HTTP_HEAD_TIMEOUT_S, self._head_overdue)
 
         def _stop_head_timer(self) -> None:

@@ -521,3 +521,31 @@ async def test_a_head_that_never_arrives_is_cut_off_while_others_are_served(
     assert [answer.split(b"\r\n", 1)[0] for answer in answers] == [b"HTTP/1.1 200 OK"] * 2
     assert HEAD_TIMEOUT_S - 0.5 <= idle_for < HEAD_TIMEOUT_S + 5, idle_for
     assert daphne.alive() and daphne.healthz() == 200
+
+
+def _pipelined_upload(daphne: Daphne) -> bytes:
+    """A GET and, pipelined behind it in the same write, a POST's head; then its body at
+    40 KB a second (5 s: past the head timeout, within the body's)."""
+    body = b"{" * (200 * 1024)
+    keep_alive = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with _raw(daphne) as sock:
+        sock.sendall(keep_alive + _post_head(len(body)))
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for at in range(0, len(body), 4096):
+                sock.sendall(body[at : at + 4096])
+                time.sleep(0.1)
+        return _answer(sock)
+
+
+async def test_a_pipelined_request_is_not_cut_by_the_head_timeout(
+    web: tuple[Daphne, Platform],
+) -> None:
+    """The head timer restarted after the first answer even when the next head had already
+    arrived (pipelined): 3 s later it cut the second request's upload (408 in the middle of
+    it). Its head arrived in time: its body has the body's deadline only."""
+    daphne, _ = web
+    answer = await asyncio.to_thread(_pipelined_upload, daphne)
+    assert answer.startswith(b"HTTP/1.1 200 OK"), answer[:300]
+    assert b"HTTP/1.1 403 Forbidden" in answer and b"CSRF" in answer, answer[:600]
+    assert b"HTTP/1.1 408" not in answer, answer[:600]
+    assert daphne.alive() and daphne.healthz() == 200
