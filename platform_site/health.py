@@ -71,7 +71,11 @@ def _checks() -> dict[str, object]:
     global _last
     with _lock:
         if _last is None or time.monotonic() - _last[0] >= settings.HEALTHZ_CACHE_S:
-            _last = (time.monotonic(), _run_checks())
+            checks = _run_checks()
+            # Stamped when it ends: those who waited for it share it, however long it
+            # took (stamped at its start, a check slower than the cache, as one that waits
+            # out Redis timeouts, was stale for each of them, and each ran its own).
+            _last = (time.monotonic(), checks)
         return dict(_last[1])
 
 

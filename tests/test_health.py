@@ -124,3 +124,46 @@ def test_simultaneous_healthz_requests_share_one_check(db, settings, monkeypatch
         thread.join(timeout=30)
     assert answers == [200] * 16
     assert len(checked) == 1
+
+
+def test_a_check_slower_than_the_cache_is_still_shared(db, settings, monkeypatch):
+    """A check that takes longer than HEALTHZ_CACHE_S (a Redis that does not answer: 2 s
+    of timeout per role) was stamped with its start: each request that had waited for it
+    found it already stale and ran its own, one after the other (a flood while Redis is
+    down, the moment it matters, cost a check, and its timeouts, per request)."""
+    import threading
+
+    from django.test import RequestFactory
+
+    from platform_site import health
+
+    settings.HEALTHZ_CACHE_S = 1.0  # the default
+    checked = []
+    real = health._database_status
+
+    def slow_database_status() -> str:
+        checked.append(1)
+        time.sleep(1.3)  # slower than the cache lasts
+        return real()
+
+    monkeypatch.setattr(health, "_database_status", slow_database_status)
+    answers: list[int] = []
+    barrier = threading.Barrier(4)
+
+    def ask() -> None:
+        from django.db import connections
+
+        barrier.wait()
+        try:
+            answers.append(health.healthz(RequestFactory().get("/healthz")).status_code)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert answers == [200] * 4
+    assert len(checked) == 1 and time.monotonic() - started < 2.5
