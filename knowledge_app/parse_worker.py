@@ -140,7 +140,10 @@ def _markdown(content: bytes, cap: _TextCap) -> None:
 
 
 def _decode(content: bytes) -> str:
-    for encoding in ("utf-8-sig", "utf-16"):
+    """UTF-8, UTF-16 with its BOM, else Latin-1 (any bytes of even length decode as BOM-less
+    UTF-16: a Latin-1 file read so was noise)."""
+    utf16 = content.startswith((b"\xff\xfe", b"\xfe\xff"))
+    for encoding in ("utf-16",) * utf16 + ("utf-8-sig",):
         try:
             return content.decode(encoding)
         except UnicodeDecodeError:

@@ -93,3 +93,20 @@ def test_documents_are_still_read_inside_the_confinement(kind, content, words) -
     answer = parsing.read_document(kind, content, LIMITS)
     assert words in answer["text"]
     assert answer["protections"]["syscall_filter"] is True
+
+
+@pytest.mark.parametrize(
+    ("kind", "content", "words"),
+    [
+        ("text", "Café crème, déjà vu.".encode("cp1252"), "Café crème, déjà vu."),
+        ("markdown", "# Menü\n\nSpätzle.".encode("latin-1"), "Spätzle"),
+        ("html", "<p>Crème brûlée.</p>".encode("cp1252"), "Crème brûlée"),
+    ],
+    ids=["text-cp1252", "markdown-latin1", "html-cp1252"],
+)
+def test_a_file_in_a_single_byte_encoding_is_not_read_as_utf_16(kind, content, words) -> None:
+    """Any text of even length decodes as UTF-16 (little-endian, no BOM needed): a Latin-1
+    or Windows-1252 file of an even number of bytes became CJK-looking noise, indexed as
+    such. UTF-16 is taken only with its BOM; else such a file is Latin-1 as before."""
+    assert len(content) % 2 == 0
+    assert words in parsing.extract_text(kind, content, LIMITS)
