@@ -39,7 +39,9 @@ BACKCHANNEL_WORDS = frozenset(
     "mm mmm hmm mhm uh huh um ah aha oh ok okay yeah yep yes right sure alright i see "
     "got it cool nice great".split()
 )
-_WORD = re.compile(r"[a-z0-9']+")
+# A word in any script (letters or digits; "don't" is one): ASCII only, a caller speaking
+# Russian or Japanese said no words, so never interrupted and was taken for a backchannel.
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 _EARLY_AUDIO_MAX = 500  # frames kept while the recogniser connects (10 s of 20 ms frames)
 
 

@@ -65,7 +65,8 @@ GREETING_TURN = 0  # the greeting is no turn of the user's: their first is turn 
 # other words) in the last minute, past which none is started until the minute clears (a
 # user who pauses and resumes all the time spends no more than this on it).
 SPECULATIONS_DISCARDED_PER_MINUTE = 20
-_WORD = re.compile(r"[a-z0-9']+")
+# Words in any script: ASCII only, two different sentences in Cyrillic were equal (none).
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 
 
 class Turns:

@@ -225,3 +225,41 @@ def test_the_agent_setting_is_on_by_default_and_reaches_the_session(
     assert session_config(owner, "desk").preemptive_generation is True
     owner_api.patch("/api/v1/agents/desk", {"preemptive_generation": False}, format="json")
     assert session_config(owner, "desk").preemptive_generation is False
+
+
+@pytest.mark.parametrize(
+    ("likely", "final"),
+    [
+        ("Какая погода?", "Который час?"),
+        ("天気はどう", "今何時ですか"),
+        ("Où est-il", "Où était-il"),
+    ],
+    ids=["cyrillic", "japanese", "accented"],
+)
+async def test_a_held_reply_to_other_words_in_any_script_is_discarded(
+    make: Callable[..., Harness], likely: str, final: str
+) -> None:
+    """The words were compared as ASCII letters and digits only: two sentences in Cyrillic
+    or Japanese were both no words, so equal, and the reply to the first was said as the
+    answer to the second."""
+    llm = CountingLLM(script=[["Held answer."], ["Right answer."]])
+    harness = await voice(make, llm, tts=FakeTTS())
+    spoken(harness, LikelyEndOfTurn(likely))
+    await until(lambda: llm.completed_rounds == 1)
+    spoken(harness, FinalTranscript(final))
+    await harness.wait_for("tts_done")
+    assert harness.of_type("chat")[0]["text"] == "Right answer."
+    assert all("Held" not in e.get("text", "") for e in harness.events)
+    assert llm.requests[1].messages[-1]["content"] == final
+
+
+async def test_a_held_reply_in_another_script_is_released_for_the_same_words(
+    make: Callable[..., Harness],
+) -> None:
+    llm = CountingLLM(script=[["Солнечно."]])
+    harness = await voice(make, llm, tts=FakeTTS())
+    spoken(harness, LikelyEndOfTurn("Какая погода"))
+    await until(lambda: llm.completed_rounds == 1)
+    spoken(harness, FinalTranscript("Какая погода?"))
+    await harness.wait_for("tts_done")
+    assert len(llm.requests) == 1 and harness.of_type("chat")[0]["text"] == "Солнечно."

@@ -153,6 +153,20 @@ async def test_a_real_word_while_the_agent_speaks_interrupts_at_once(
     assert harness.session.history[-1]["content"].endswith(INTERRUPTED_MARK)
 
 
+async def test_words_in_any_script_interrupt_and_make_a_turn(
+    make: Callable[..., Harness],
+) -> None:
+    """Words were ASCII letters and digits only: a caller speaking Russian (or Japanese)
+    said no words, so never interrupted the agent, and what they said while it spoke was
+    dropped as a backchannel."""
+    harness = await speaking(make)
+    harness.stt.streams[0].inject(PartialTranscript("Стоп"))
+    await harness.wait_for("cancelled", within=0.05)
+    harness.stt.streams[0].inject(FinalTranscript("Стоп, подождите"))
+    await until(lambda: harness.types.count("turn") == 2)
+    assert harness.of_type("turn")[1]["text"] == "Стоп, подождите"
+
+
 async def test_min_words_setting_needs_that_many_words(make: Callable[..., Harness]) -> None:
     harness = await speaking(make, barge_in_min_words=3)
     stream = harness.stt.streams[0]
