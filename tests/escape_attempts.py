@@ -25,3 +25,24 @@ def fork_and_wait() -> None:
     if child == 0:
         os._exit(0)
     os.waitpid(child, 0)
+
+
+def signal_a_neighbour(pid: int) -> None:
+    """Signal 0 (a permission check, nothing delivered) to another process by the calls
+    ``kill`` does not cover: ``tgkill``, ``tkill``, ``rt_sigqueueinfo``."""
+    import ctypes
+
+    import pyseccomp
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    info = ctypes.create_string_buffer(128)  # a siginfo_t, zeroed: si_code 0 is refused
+    info[8:12] = (-1).to_bytes(4, "little", signed=True)  # si_code SI_QUEUE
+    for name, args in (
+        ("tgkill", (pid, pid, 0)),
+        ("tkill", (pid, 0)),
+        ("rt_sigqueueinfo", (pid, 0, info)),
+    ):
+        number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
+        if libc.syscall(number, *args) == 0:
+            return  # one of them reached it
+    raise OSError(ctypes.get_errno(), "refused")

@@ -8,9 +8,10 @@ it in a fraction of a second.
 - ``drop_privileges``: from root to nobody, not dumpable (its memory and /proc files are
   closed to other processes of its user);
 - ``filter_syscalls``: a seccomp filter (libseccomp): no sockets, no new processes or
-  programs, no signals to other processes, no ptrace, no changes to the system; and no
-  file opened at all, or (``read_only_files``) only for reading, nothing created, written,
-  renamed or removed.
+  programs, no signals to other processes (``kill``, and ``tgkill`` and its kin naming
+  another process: every confined child runs as the same user, nobody), no ptrace, no
+  changes to the system; and no file opened at all, or (``read_only_files``) only for
+  reading, nothing created, written, renamed or removed.
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ _NETWORK_AND_PROCESSES = (
     # new processes and programs
     "fork", "vfork", "execve", "execveat",
     # other processes
-    "kill", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open",
+    "kill", "tkill", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open",
     "pidfd_getfd", "pidfd_send_signal",
 )  # fmt: skip
+# Signals that name their target process: allowed to this process only (the C library's
+# raise and pthread_kill send tgkill to our own pid). Every sandbox worker and knowledge
+# parser runs as nobody: without this, one could kill another's (another tenant's) work.
+_SIGNALS_BY_PROCESS = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 _OPENING = ("open", "openat", "openat2", "open_by_handle_at")
 _FILE_CHANGES = (
     "creat", "name_to_handle_at",
@@ -109,6 +114,8 @@ def filter_syscalls(read_only_files: bool = False) -> bool:
                 rules.add_rule(denied, name, seccomp.Arg(flags, seccomp.MASKED_EQ, mask, value))
         for name in ("openat2", "open_by_handle_at"):  # flags out of reach: the C library
             rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)  # falls back to openat
+    for name in _SIGNALS_BY_PROCESS:
+        rules.add_rule(denied, name, seccomp.Arg(0, seccomp.NE, os.getpid()))
     # Threads yes (V8 needs them), processes no: clone without CLONE_THREAD is refused;
     # clone3 says "not implemented" so that the C library falls back to clone.
     rules.add_rule(denied, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))

@@ -39,6 +39,9 @@ def test_a_subverted_parser_finds_no_way_out(open_room: Path) -> None:
     appended.write_text("kept")
     appended.chmod(0o666)
     redis_port = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379").rsplit(":", 1)[1]
+    # A neighbour as the parser will be (nobody, as a sandbox worker or another parser).
+    as_nobody = (lambda: (os.setgid(65534), os.setuid(65534))) if os.getuid() == 0 else None
+    neighbour = subprocess.Popen(["sleep", "60"], preexec_fn=as_nobody)
     finished = subprocess.run(
         [
             sys.executable,
@@ -49,6 +52,7 @@ def test_a_subverted_parser_finds_no_way_out(open_room: Path) -> None:
             redis_port.split("/")[0],
             str(tmp_path / "new.txt"),
             str(appended),
+            str(neighbour.pid),
         ],
         capture_output=True,
         timeout=60,
@@ -56,6 +60,7 @@ def test_a_subverted_parser_finds_no_way_out(open_room: Path) -> None:
         env={},
         check=True,
     )
+    neighbour.kill()
     report = json.loads(finished.stdout)
     protections, attempts = report["protections"], report["attempts"]
     assert protections["syscall_filter"] is True
@@ -68,6 +73,7 @@ def test_a_subverted_parser_finds_no_way_out(open_room: Path) -> None:
         "exec",
         "write_a_file",
         "append_to_a_file",
+        "signal_a_neighbour",  # tgkill: kill's check did not cover it
     }
     assert attempts["write_a_file"] == attempts["append_to_a_file"] == "refused: errno 1"
     assert attempts["read_the_file"] == "allowed"  # files are still opened for reading

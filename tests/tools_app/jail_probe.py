@@ -12,7 +12,12 @@ import json  # noqa: E402
 import os  # noqa: E402
 import socket  # noqa: E402
 
-from tests.escape_attempts import attempt, attempts, fork_and_wait  # noqa: E402
+from tests.escape_attempts import (  # noqa: E402
+    attempt,
+    attempts,
+    fork_and_wait,
+    signal_a_neighbour,
+)
 from tools_app.jail import harden  # noqa: E402
 
 PARENT = os.getppid()
@@ -25,5 +30,6 @@ attempt("open_for_writing", lambda: open("/tmp/escaped-from-the-sandbox", "wb").
 attempt("read_parent_environment", lambda: open(f"/proc/{PARENT}/environ", "rb").read())
 attempt("fork", fork_and_wait)
 attempt("signal_parent", lambda: os.kill(PARENT, 0))
+attempt("signal_a_neighbour", lambda: signal_a_neighbour(int(sys.argv[3])))
 attempt("exec", lambda: os.execv("/bin/true", ["true"]))
 print(json.dumps({"protections": protections, "attempts": attempts, "environ": dict(os.environ)}))

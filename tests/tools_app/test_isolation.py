@@ -69,7 +69,15 @@ def _limits(pid: int) -> str:
 def test_a_hardened_worker_has_no_way_out_but_its_pipe() -> None:
     command = pool.jail_command(768 * MB)
     command[3] = str(PROBE)
-    finished = subprocess.run(command, env={}, capture_output=True, timeout=60, check=True)
+    # Another worker, as a worker runs (nobody): tgkill reached it past kill's rule.
+    as_nobody = (lambda: (os.setgid(65534), os.setuid(65534))) if os.getuid() == 0 else None
+    neighbour = subprocess.Popen(["sleep", "60"], preexec_fn=as_nobody)
+    try:
+        finished = subprocess.run(
+            [*command, str(neighbour.pid)], env={}, capture_output=True, timeout=60, check=True
+        )
+    finally:
+        neighbour.kill()
     report = json.loads(finished.stdout)
     attempts = report["attempts"]
     assert set(attempts.values()) == {"refused: errno 1"}, attempts
