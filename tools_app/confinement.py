@@ -9,9 +9,10 @@ it in a fraction of a second.
   closed to other processes of its user);
 - ``filter_syscalls``: a seccomp filter (libseccomp): no sockets, no new processes or
   programs, no signals to other processes (``kill``, and ``tgkill`` and its kin naming
-  another process: every confined child runs as the same user, nobody), no ptrace, no
-  changes to the system; and no file opened at all, or (``read_only_files``) only for
-  reading, nothing created, written, renamed or removed.
+  another process: every confined child runs as the same user, nobody), no change to
+  another process (its limits, priority, CPUs), no ptrace, no changes to the system; and
+  no file opened at all, or (``read_only_files``) only for reading, nothing created,
+  written, renamed or removed.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ _NETWORK_AND_PROCESSES = (
 # raise and pthread_kill send tgkill to our own pid). Every sandbox worker and knowledge
 # parser runs as nobody: without this, one could kill another's (another tenant's) work.
 _SIGNALS_BY_PROCESS = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+# Calls that change another process of the same user (a neighbour's CPU limit set to 0
+# kills it; its priority or CPUs slow it): allowed on this process only, named 0 (its
+# first argument; for setpriority, PRIO_PROCESS and who, the first two).
+_CHANGES_BY_PROCESS = (
+    ("prlimit64", 0), ("setpriority", 0), ("setpriority", 1), ("sched_setaffinity", 0),
+    ("sched_setscheduler", 0), ("sched_setparam", 0), ("sched_setattr", 0),
+    ("ioprio_set", 1),
+)  # fmt: skip
 _OPENING = ("open", "openat", "openat2", "open_by_handle_at")
 _FILE_CHANGES = (
     "creat", "name_to_handle_at",
@@ -116,6 +125,8 @@ def filter_syscalls(read_only_files: bool = False) -> bool:
             rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)  # falls back to openat
     for name in _SIGNALS_BY_PROCESS:
         rules.add_rule(denied, name, seccomp.Arg(0, seccomp.NE, os.getpid()))
+    for name, argument in _CHANGES_BY_PROCESS:
+        rules.add_rule(denied, name, seccomp.Arg(argument, seccomp.NE, 0))
     # Threads yes (V8 needs them), processes no: clone without CLONE_THREAD is refused;
     # clone3 says "not implemented" so that the C library falls back to clone.
     rules.add_rule(denied, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))

@@ -14,7 +14,13 @@ import os
 import socket
 
 from knowledge_app.parse_worker import confine
-from tests.escape_attempts import attempt, attempts, fork_and_wait, signal_a_neighbour
+from tests.escape_attempts import (
+    attempt,
+    attempts,
+    change_a_neighbour,
+    fork_and_wait,
+    signal_a_neighbour,
+)
 
 PARENT = os.getppid()
 protections = confine("pdf")
@@ -35,5 +41,6 @@ attempt("append_to_a_file", lambda: open(sys.argv[3], "a").close())
 attempt("read_parent_environment", lambda: open(f"/proc/{PARENT}/environ", "rb").read())
 attempt("signal_parent", lambda: os.kill(PARENT, 0))
 attempt("signal_a_neighbour", lambda: signal_a_neighbour(int(sys.argv[4])))
+attempt("change_a_neighbour", lambda: change_a_neighbour(int(sys.argv[4])))
 attempt("read_the_file", lambda: open(sys.argv[3], "rb").read(16))
 print(json.dumps({"protections": protections, "attempts": attempts}))

@@ -74,6 +74,7 @@ def test_a_subverted_parser_finds_no_way_out(open_room: Path) -> None:
         "write_a_file",
         "append_to_a_file",
         "signal_a_neighbour",  # tgkill: kill's check did not cover it
+        "change_a_neighbour",  # prlimit: a CPU limit of 0 killed it
     }
     assert attempts["write_a_file"] == attempts["append_to_a_file"] == "refused: errno 1"
     assert attempts["read_the_file"] == "allowed"  # files are still opened for reading

@@ -15,6 +15,7 @@ import socket  # noqa: E402
 from tests.escape_attempts import (  # noqa: E402
     attempt,
     attempts,
+    change_a_neighbour,
     fork_and_wait,
     signal_a_neighbour,
 )
@@ -31,5 +32,6 @@ attempt("read_parent_environment", lambda: open(f"/proc/{PARENT}/environ", "rb")
 attempt("fork", fork_and_wait)
 attempt("signal_parent", lambda: os.kill(PARENT, 0))
 attempt("signal_a_neighbour", lambda: signal_a_neighbour(int(sys.argv[3])))
+attempt("change_a_neighbour", lambda: change_a_neighbour(int(sys.argv[3])))
 attempt("exec", lambda: os.execv("/bin/true", ["true"]))
 print(json.dumps({"protections": protections, "attempts": attempts, "environ": dict(os.environ)}))
