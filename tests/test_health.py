@@ -87,43 +87,48 @@ def test_a_flood_of_healthz_checks_the_database_once_a_second(client, db, settin
     assert [query["sql"] for query in queries].count("SELECT 1") == 2
 
 
-def test_simultaneous_healthz_requests_share_one_check(db, settings, monkeypatch):
-    """Requests that arrive while a check runs wait for it and answer with what it found."""
+def _checks_of_requests_at_once(monkeypatch, requests: int, check_s: float) -> list[int]:
+    """``requests`` /healthz requests at once while the database check takes ``check_s``:
+    how many checks ran (the answers all 200)."""
     import threading
 
+    from django.db import connections
     from django.test import RequestFactory
 
     from platform_site import health
 
-    settings.HEALTHZ_CACHE_S = 60.0
     checked = []
     real = health._database_status
 
     def slow_database_status() -> str:
         checked.append(1)
-        time.sleep(0.3)  # a slow database: every request below arrives during the check
+        time.sleep(check_s)  # a slow database: every request arrives during the check
         return real()
 
     monkeypatch.setattr(health, "_database_status", slow_database_status)
     answers: list[int] = []
-    barrier = threading.Barrier(16)
+    barrier = threading.Barrier(requests)
 
     def ask() -> None:
-        from django.db import connections
-
         barrier.wait()
         try:
             answers.append(health.healthz(RequestFactory().get("/healthz")).status_code)
         finally:
             connections.close_all()  # this thread's own connection
 
-    threads = [threading.Thread(target=ask) for _ in range(16)]
+    threads = [threading.Thread(target=ask) for _ in range(requests)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert answers == [200] * 16
-    assert len(checked) == 1
+    assert answers == [200] * requests
+    return checked
+
+
+def test_simultaneous_healthz_requests_share_one_check(db, settings, monkeypatch):
+    """Requests that arrive while a check runs wait for it and answer with what it found."""
+    settings.HEALTHZ_CACHE_S = 60.0
+    assert len(_checks_of_requests_at_once(monkeypatch, 16, check_s=0.3)) == 1
 
 
 def test_a_check_slower_than_the_cache_is_still_shared(db, settings, monkeypatch):
@@ -131,39 +136,7 @@ def test_a_check_slower_than_the_cache_is_still_shared(db, settings, monkeypatch
     of timeout per role) was stamped with its start: each request that had waited for it
     found it already stale and ran its own, one after the other (a flood while Redis is
     down, the moment it matters, cost a check, and its timeouts, per request)."""
-    import threading
-
-    from django.test import RequestFactory
-
-    from platform_site import health
-
     settings.HEALTHZ_CACHE_S = 1.0  # the default
-    checked = []
-    real = health._database_status
-
-    def slow_database_status() -> str:
-        checked.append(1)
-        time.sleep(1.3)  # slower than the cache lasts
-        return real()
-
-    monkeypatch.setattr(health, "_database_status", slow_database_status)
-    answers: list[int] = []
-    barrier = threading.Barrier(4)
-
-    def ask() -> None:
-        from django.db import connections
-
-        barrier.wait()
-        try:
-            answers.append(health.healthz(RequestFactory().get("/healthz")).status_code)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=ask) for _ in range(4)]
     started = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert answers == [200] * 4
-    assert len(checked) == 1 and time.monotonic() - started < 2.5
+    assert len(_checks_of_requests_at_once(monkeypatch, 4, check_s=1.3)) == 1
+    assert time.monotonic() - started < 2.5

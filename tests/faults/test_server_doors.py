@@ -417,14 +417,16 @@ def _trickled_body(daphne: Daphne) -> tuple[bytes, float]:
         return _answer(sock), time.monotonic() - started
 
 
-def _slow_upload(daphne: Daphne) -> bytes:
-    """200 KB at 40 KB a second: past the timeout, but a body that keeps coming."""
+def _slow_upload(daphne: Daphne, behind: bytes = b"") -> bytes:
+    """200 KB at 40 KB a second: past the timeout, but a body that keeps coming (its head
+    sent in one write with ``behind``: a request it is pipelined behind)."""
     body = b"{" * (200 * 1024)
     with _raw(daphne) as sock:
-        sock.sendall(_post_head(len(body)))
-        for at in range(0, len(body), 4096):
-            sock.sendall(body[at : at + 4096])
-            time.sleep(0.1)
+        sock.sendall(behind + _post_head(len(body)))
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for at in range(0, len(body), 4096):
+                sock.sendall(body[at : at + 4096])
+                time.sleep(0.1)
         return _answer(sock)
 
 
@@ -523,20 +525,6 @@ async def test_a_head_that_never_arrives_is_cut_off_while_others_are_served(
     assert daphne.alive() and daphne.healthz() == 200
 
 
-def _pipelined_upload(daphne: Daphne) -> bytes:
-    """A GET and, pipelined behind it in the same write, a POST's head; then its body at
-    40 KB a second (5 s: past the head timeout, within the body's)."""
-    body = b"{" * (200 * 1024)
-    keep_alive = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-    with _raw(daphne) as sock:
-        sock.sendall(keep_alive + _post_head(len(body)))
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            for at in range(0, len(body), 4096):
-                sock.sendall(body[at : at + 4096])
-                time.sleep(0.1)
-        return _answer(sock)
-
-
 async def test_a_pipelined_request_is_not_cut_by_the_head_timeout(
     web: tuple[Daphne, Platform],
 ) -> None:
@@ -544,7 +532,8 @@ async def test_a_pipelined_request_is_not_cut_by_the_head_timeout(
     arrived (pipelined): 3 s later it cut the second request's upload (408 in the middle of
     it). Its head arrived in time: its body has the body's deadline only."""
     daphne, _ = web
-    answer = await asyncio.to_thread(_pipelined_upload, daphne)
+    keep_alive = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    answer = await asyncio.to_thread(_slow_upload, daphne, keep_alive)
     assert answer.startswith(b"HTTP/1.1 200 OK"), answer[:300]
     assert b"HTTP/1.1 403 Forbidden" in answer and b"CSRF" in answer, answer[:600]
     assert b"HTTP/1.1 408" not in answer, answer[:600]
