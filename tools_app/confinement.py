@@ -42,12 +42,13 @@ _NETWORK_AND_PROCESSES = (
 # parser runs as nobody: without this, one could kill another's (another tenant's) work.
 _SIGNALS_BY_PROCESS = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 # Calls that change another process of the same user (a neighbour's CPU limit set to 0
-# kills it; its priority or CPUs slow it): allowed on this process only, named 0 (its
-# first argument; for setpriority, PRIO_PROCESS and who, the first two).
+# kills it; its priority or CPUs slow it): allowed on this process only, named 0. Each
+# (call, argument, the only value allowed): setpriority and ioprio_set also say whose
+# (PRIO_PROCESS 0, IOPRIO_WHO_PROCESS 1; the user's, with who 0, is every nobody's).
 _CHANGES_BY_PROCESS = (
-    ("prlimit64", 0), ("setpriority", 0), ("setpriority", 1), ("sched_setaffinity", 0),
-    ("sched_setscheduler", 0), ("sched_setparam", 0), ("sched_setattr", 0),
-    ("ioprio_set", 1),
+    ("prlimit64", 0, 0), ("setpriority", 0, 0), ("setpriority", 1, 0),
+    ("sched_setaffinity", 0, 0), ("sched_setscheduler", 0, 0), ("sched_setparam", 0, 0),
+    ("sched_setattr", 0, 0), ("ioprio_set", 0, 1), ("ioprio_set", 1, 0),
 )  # fmt: skip
 _OPENING = ("open", "openat", "openat2", "open_by_handle_at")
 _FILE_CHANGES = (
@@ -125,8 +126,8 @@ def filter_syscalls(read_only_files: bool = False) -> bool:
             rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)  # falls back to openat
     for name in _SIGNALS_BY_PROCESS:
         rules.add_rule(denied, name, seccomp.Arg(0, seccomp.NE, os.getpid()))
-    for name, argument in _CHANGES_BY_PROCESS:
-        rules.add_rule(denied, name, seccomp.Arg(argument, seccomp.NE, 0))
+    for name, argument, allowed in _CHANGES_BY_PROCESS:
+        rules.add_rule(denied, name, seccomp.Arg(argument, seccomp.NE, allowed))
     # Threads yes (V8 needs them), processes no: clone without CLONE_THREAD is refused;
     # clone3 says "not implemented" so that the C library falls back to clone.
     rules.add_rule(denied, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
