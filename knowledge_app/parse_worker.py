@@ -13,6 +13,7 @@ force (``protections``).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import importlib
 import io
@@ -105,7 +106,8 @@ def _html(content: bytes, cap: _TextCap) -> None:
         encoding="utf-8", recover=True, no_network=True, remove_comments=True, remove_pis=True
     )
     try:  # our own decoding (as for Markdown and text), handed on as UTF-8
-        root = etree.fromstring(_decode(content).encode("utf-8", "replace"), parser)
+        text = _decode(content, declared=_declared_charset(content))
+        root = etree.fromstring(text.encode("utf-8", "replace"), parser)
     except (etree.LxmlError, ValueError):
         raise Refused("it is not an HTML page that can be read") from None
     if root is None:
@@ -139,15 +141,48 @@ def _markdown(content: bytes, cap: _TextCap) -> None:
     cap.add(_MARKDOWN_NOISE.sub("", text))
 
 
-def _decode(content: bytes) -> str:
-    """UTF-8, UTF-16 with its BOM, else Latin-1 (any bytes of even length decode as BOM-less
-    UTF-16: a Latin-1 file read so was noise)."""
+# <meta charset="…"> or <meta http-equiv="Content-Type" content="text/html; charset=…">,
+# in the first 4 KB as browsers look for it (ASCII in every charset a page declares so).
+_META_CHARSET = re.compile(
+    rb"<meta[^>]{0,512}?charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]{1,40})", re.IGNORECASE
+)
+
+
+# Not charsets of a page whose declaration was read as ASCII: UTF-16 and UTF-32 (the HTML
+# standard reads such a declaration as UTF-8; a real one has its BOM), UTF-7 (no browser
+# reads it), and Python's own text codecs of other purposes.
+_NOT_PAGE_CHARSETS = re.compile(r"utf_(16|32|7)|escape|idna|punycode|undefined|mbcs|oem")
+
+
+def _declared_charset(content: bytes) -> str | None:
+    """The charset an HTML page declares, if Python knows it (None: none, or unknown)."""
+    found = _META_CHARSET.search(content[:4096])
+    if found is None:
+        return None
+    try:
+        name = codecs.lookup(found.group(1).decode("ascii")).name
+        b"a".decode(name)  # a text encoding, not one of bytes to bytes ("zlib", "hex")
+    except LookupError:
+        return None
+    except UnicodeError:
+        pass  # a text encoding that "a" alone is not
+    return None if _NOT_PAGE_CHARSETS.search(name.replace("-", "_")) else name
+
+
+def _decode(content: bytes, declared: str | None = None) -> str:
+    """UTF-16 with its BOM; else UTF-8, or the charset the page declares (HTML: Shift-JIS,
+    GBK, Windows-1252…); else Latin-1 (any bytes of even length decode as BOM-less UTF-16:
+    a Latin-1 file read so was noise)."""
     utf16 = content.startswith((b"\xff\xfe", b"\xfe\xff"))
-    for encoding in ("utf-16",) * utf16 + ("utf-8-sig",):
+    encodings = ("utf-16",) * utf16 + ("utf-8-sig",) + ((declared,) if declared else ())
+    for encoding in encodings:
         try:
             return content.decode(encoding)
-        except UnicodeDecodeError:
+        except UnicodeError:
             continue
+    if declared:  # declared but not quite: its characters, a broken few replaced
+        with contextlib.suppress(UnicodeError):
+            return content.decode(declared, "replace")
     return content.decode("latin-1")
 
 

@@ -117,3 +117,37 @@ def test_a_file_in_a_single_byte_encoding_is_not_read_as_utf_16(kind, content, w
     such. UTF-16 is taken only with its BOM; else such a file is Latin-1 as before."""
     assert len(content) % 2 == 0
     assert words in parsing.extract_text(kind, content, LIMITS)
+
+
+def _page(charset: str, words: str, *, http_equiv: bool = False) -> bytes:
+    meta = (
+        f'<meta http-equiv="Content-Type" content="text/html; charset={charset}">'
+        if http_equiv
+        else f'<meta charset="{charset}">'
+    )
+    return f"<html><head>{meta}</head><body><p>{words}</p></body></html>".encode(charset)
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (_page("shift_jis", "営業時間は九時から五時です"), "営業時間は九時から五時です"),
+        (_page("gbk", "北京的营业时间", http_equiv=True), "北京的营业时间"),
+        (_page("euc-kr", "서울 영업시간"), "서울 영업시간"),
+        (_page("windows-1252", "Crème brûlée – 5 €"), "Crème brûlée – 5 €"),
+        (_page("koi8-r", "Часы работы", http_equiv=True), "Часы работы"),
+    ],
+    ids=["shift-jis", "gbk", "euc-kr", "windows-1252", "koi8-r"],
+)
+def test_an_html_page_is_read_in_the_charset_it_declares(content: bytes, words: str) -> None:
+    """A page in Shift-JIS, GBK, EUC-KR or KOI8-R was read as Latin-1 (its <meta charset>
+    ignored): noise, indexed as such."""
+    assert words in parsing.extract_text("html", content, LIMITS)
+
+
+@pytest.mark.parametrize("charset", ["zlib", "hex", "utf-16", "utf-7", "unicode-escape", "nope"])
+def test_a_charset_no_page_is_in_is_not_taken_at_its_word(charset: str) -> None:
+    """Python knows codecs that are not a page's charset (bytes to bytes, or its own escapes);
+    a page declaring one, or an unknown one, is read as any undeclared page."""
+    content = f'<meta charset="{charset}"><p>Café \\u0041</p>'.encode("latin-1")
+    assert parsing.extract_text("html", content, LIMITS) == "Café \\u0041"
