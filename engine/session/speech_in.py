@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -33,15 +32,13 @@ from engine.session.state import closing_stream, log_failure
 from engine.session.tools import Emit, Spawn
 from engine.session.turns import Turns
 from engine.session.usage import UsageMeter
+from engine.text.words import words_of
 
 # Words that acknowledge rather than interrupt ("mm-hmm", "okay", "I see").
 BACKCHANNEL_WORDS = frozenset(
     "mm mmm hmm mhm uh huh um ah aha oh ok okay yeah yep yes right sure alright i see "
     "got it cool nice great".split()
 )
-# A word in any script (letters or digits; "don't" is one): ASCII only, a caller speaking
-# Russian or Japanese said no words, so never interrupted and was taken for a backchannel.
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 _EARLY_AUDIO_MAX = 500  # frames kept while the recogniser connects (10 s of 20 ms frames)
 
 
@@ -169,7 +166,7 @@ class SpeechInput:
 
     def _interrupts(self, text: str) -> bool:
         """Whether the user's words while the agent speaks are meant to interrupt it."""
-        words = [w for w in _WORD.findall(text.lower()) if w not in BACKCHANNEL_WORDS]
+        words = [w for w in words_of(text) if w not in BACKCHANNEL_WORDS]
         return len(words) >= max(1, self.config.barge_in_min_words)
 
     async def _barge_in(self) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import re
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Literal
 
@@ -51,6 +50,7 @@ from engine.session.state import Turn, closing_stream, log_failure
 from engine.session.tools import Emit, Spawn, ToolCalls
 from engine.session.usage import UsageMeter, wire_usage
 from engine.text.sentences import SentenceSplitter, split_sentences
+from engine.text.words import words_of
 
 # A reply's opening clause of at least this many words is spoken on its own, sooner.
 FIRST_CLAUSE_WORDS = 2
@@ -65,8 +65,6 @@ GREETING_TURN = 0  # the greeting is no turn of the user's: their first is turn 
 # other words) in the last minute, past which none is started until the minute clears (a
 # user who pauses and resumes all the time spends no more than this on it).
 SPECULATIONS_DISCARDED_PER_MINUTE = 20
-# Words in any script: ASCII only, two different sentences in Cyrillic were equal (none).
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 
 
 class Turns:
@@ -207,7 +205,7 @@ class Turns:
         return (
             source == "speech"
             and held.user_text is not None
-            and _WORD.findall(held.user_text.lower()) == _WORD.findall(text.lower())
+            and words_of(held.user_text) == words_of(text)
             and not held.held_failed
             and held.task is not None
             and not held.task.done()

@@ -482,6 +482,14 @@ def test_how_the_words_read_finished_open_or_trailing() -> None:
     assert reading("") == "trailing"
 
 
+def test_words_in_any_script_read_as_words() -> None:
+    """The multilingual Whisper writes Russian or Spanish: its words were no words (ASCII
+    only), so every such sentence read as trailing off, and waited for the slowest checks."""
+    assert reading("Какая сегодня погода?") == "done"
+    assert reading("¿Dónde está la estación?") == "done"
+    assert reading("Позвоните Маргарите") == "open"
+
+
 def test_whisper_punctuation_says_whether_a_sentence_ended() -> None:
     assert ends_sentence("Which platform does it leave from?")
     assert ends_sentence("Turn it off.  ")

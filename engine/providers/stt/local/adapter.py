@@ -71,6 +71,7 @@ from engine.providers.stt.local import multilingual
 from engine.providers.stt.local import turn as stt_local_turn
 from engine.providers.stt.local import vad as stt_local_vad
 from engine.settings import env_bool, env_int
+from engine.text.words import words_of
 
 logger = logging.getLogger(__name__)
 
@@ -438,7 +439,7 @@ def reading(text: str, open_words: frozenset[str] = OPEN_WORDS) -> str:
     one: "…leave from?"), ``trailing`` ("..." or such a word last), ``number`` (no mark
     after a number, as Whisper writes PINs, codes and phone numbers: "My PIN is 4 7 1 9")
     or ``open`` (no mark: "Call Margaret Thompson")."""
-    words, text = _words(text), text.rstrip()
+    words, text = words_of(text), text.rstrip()
     dangling = bool(words) and words[-1] in open_words and not text.endswith("?")
     if not words or dangling or text.endswith(("...", "…")):
         return "trailing"
@@ -470,10 +471,6 @@ class _Partial:
     heard_bytes: int
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
-
-
 def _surer(decoded: Decoded, partial: _Partial | None, voice_end: int) -> Decoded:
     """A pause's speculative final ``decoded``, or the partial the user saw when the two
     disagree and the partial heard every word (all the speech, ``voice_end`` bytes, or as
@@ -482,10 +479,10 @@ def _surer(decoded: Decoded, partial: _Partial | None, voice_end: int) -> Decode
     decoded again to check the final against it: that decode (the full window) kept users
     of bench/voice_to_voice.py's names and numbers waiting 0.4-2.4 s after the end of the
     turn, and on them it made no word right that the speculative final had wrong."""
-    if partial is None or _words(partial.decoded.text) == _words(decoded.text):
+    if partial is None or words_of(partial.decoded.text) == words_of(decoded.text):
         return decoded
     heard_all = partial.heard_bytes >= voice_end
-    if heard_all or len(_words(partial.decoded.text)) == len(_words(decoded.text)):
+    if heard_all or len(words_of(partial.decoded.text)) == len(words_of(decoded.text)):
         return partial.decoded if partial.decoded.score > decoded.score else decoded
     return decoded
 
