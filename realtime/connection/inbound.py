@@ -69,18 +69,12 @@ class _Inbox:
         if message.get("type") == "websocket.disconnect":
             self._put(message)
             self.close()  # the socket is closed already
-        elif not self.flooded:  # else read and dropped: nothing of a flood is kept
-            refusal = self._budget.take(
-                _size(message), pending_messages=len(self._messages), pending_bytes=self.pending
-            )
-            if refusal is None:
-                self._put(message)
-            else:
-                self._flood(refusal)
+        elif self.counted(_size(message)):  # else dropped: nothing of a flood is kept
+            self._put(message)
 
-    def control(self, size: int) -> bool:
-        """A ping or pong frame of ``size`` bytes: counted; False past a budget (then the
-        socket is a flood, as for any message, and the frame gets no answer)."""
+    def counted(self, size: int) -> bool:
+        """One message of ``size`` bytes (a ping or pong frame too) against the budgets:
+        False once the socket is a flood (this message made it one, or an earlier did)."""
         if self.flooded:
             return False
         refusal = self._budget.take(
@@ -148,7 +142,7 @@ def count_control_frame(queue: Any, size: int) -> bool:
     """A ping or pong frame on the socket whose daphne queue is ``queue``: whether it is
     within the socket's budgets (True while no gate counts that socket's messages yet)."""
     inbox = getattr(getattr(queue, "put_nowait", None), "__self__", None)
-    return inbox.control(size) if isinstance(inbox, _Inbox) else True
+    return inbox.counted(size) if isinstance(inbox, _Inbox) else True
 
 
 def _daphne_queue(receive: Any) -> asyncio.Queue[dict[str, Any]] | None:
